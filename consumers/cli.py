@@ -1,0 +1,49 @@
+"""The ``sgm`` command line: one entry point, one sub-command per module.
+
+Each sub-command lives in its own module under :mod:`consumers.commands` and
+exposes ``add_arguments(parser)`` and ``run(args) -> int``. Modules are
+imported lazily so ``sgm --help`` stays fast and a broken optional command
+cannot take the others down.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: sub-command name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {}
+
+
+def register(name: str, module: str, help_text: str) -> None:
+    COMMANDS[name] = (module, help_text)
+
+
+register("demo", "consumers.commands.demo", "run the service on an embedded broker fed by a generated stream")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sgm", description="sparse generative models on streams")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        sp.set_defaults(_module=module)
+        try:
+            importlib.import_module(module).add_arguments(sp)
+        except ModuleNotFoundError as exc:  # a command not built yet
+            if exc.name != module:
+                raise
+            sp.set_defaults(_missing=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "_missing", False):
+        parser.error(f"command {args.command!r} is not available in this build")
+    return int(importlib.import_module(args._module).run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
