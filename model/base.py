@@ -1,0 +1,370 @@
+"""The contract every model here shares: learning by document id, and scoring.
+
+A model keeps a :class:`model.state.CountState` (the count tables and the
+live documents) and implements one method, :meth:`GenerativeTextModel._joint_log_scores`,
+the scoring kernel: unnormalized log joint scores of a batch of prepared
+documents for every class. Every public entry point (one document, a batch,
+top-k, arg-max, labels) goes through that kernel.
+
+Learning is idempotent per document id, as the spam filters' learn caches
+are: learning an id again with the same labels is a no-op, with other labels
+it first unlearns the old ones, and :meth:`forget` unlearns it. Documents
+learned without an id are keyed by a hash of their content.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from . import weighting
+from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
+from .state import CountState
+from .text import Document, Tokenizer, term_counts
+
+Labels = str | Sequence[str]
+
+#: Separator of labels inside a label-powerset class key (never part of a label).
+POWERSET_SEPARATOR = "\x1f"
+MULTILABEL_MODES = ("per_label", "powerset")
+
+
+class LearnGuardError(ValueError):
+    """An unlearn asked to remove a document under labels it was not learned with."""
+
+
+class PreparedDoc:
+    """A scored document reduced to the model's known terms and their weights."""
+
+    __slots__ = ("terms", "weights")
+
+    def __init__(self, terms: np.ndarray, weights: np.ndarray) -> None:
+        self.terms = terms
+        self.weights = weights
+
+
+class GenerativeTextModel:
+    """Shared learning, bookkeeping and prediction API (see module docstring)."""
+
+    family = "mnb"
+
+    def __init__(self, spec: str = "uc_pd_jm_dp", *, multilabel: str = "per_label",
+                 tokenizer: Tokenizer | None = None, half_life: float | None = None,
+                 prune_below: float | None = None, max_documents: int | None = None,
+                 **params: Any) -> None:
+        parsed = parse_spec(spec)
+        if parsed.family != self.family:
+            raise ValueError(f"{spec!r} is a {parsed.family.upper()} spec; use {parsed.family.upper()}(...)")
+        if multilabel not in MULTILABEL_MODES:
+            raise ValueError(f"multilabel must be one of {MULTILABEL_MODES}, got {multilabel!r}")
+        if prune_below is not None and not (prune_below > 0 and math.isfinite(prune_below)):
+            raise ValueError("prune_below must be a positive weight")
+        if max_documents is not None and int(max_documents) < 1:
+            raise ValueError("max_documents must be at least 1")
+        self.spec: ModelSpec = parsed
+        self.params: dict[str, Any] = resolve_params(parsed, params)
+        self.multilabel = multilabel
+        self.tokenizer = tokenizer or Tokenizer()
+        self.state = CountState(check_half_life(half_life), prune_below=prune_below,
+                                max_documents=None if max_documents is None else int(max_documents))
+        self._init_caches()
+
+    def _init_caches(self) -> None:
+        """(Re)create derived caches; called after construction and restore."""
+
+    # ------------------------------------------------------------ config
+    @property
+    def half_life(self) -> float | None:
+        return self.state.clock.half_life
+
+    def config(self) -> dict[str, Any]:
+        """Everything needed to rebuild an empty model with the same settings."""
+        return {
+            "family": self.family,
+            "spec": self.spec.name,
+            "params": dict(self.params),
+            "multilabel": self.multilabel,
+            "tokenizer": self.tokenizer.to_dict(),
+            "half_life": self.state.clock.half_life,
+            "prune_below": self.state.prune_below,
+            "max_documents": self.state.max_documents,
+        }
+
+    def __repr__(self) -> str:
+        extras = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{type(self).__name__}({self.spec.name!r}{', ' if extras else ''}{extras})"
+
+    # ------------------------------------------------------------ labels
+    def _class_keys(self, labels: Labels) -> tuple[str, ...]:
+        if isinstance(labels, str):
+            labels = [labels]
+        seen: list[str] = []
+        for label in labels:
+            if not isinstance(label, str) or not label:
+                raise ValueError(f"labels are non-empty strings, got {label!r}")
+            if POWERSET_SEPARATOR in label:
+                raise ValueError("labels may not contain the unit separator character")
+            if label not in seen:
+                seen.append(label)
+        if not seen:
+            raise ValueError("a training document needs at least one label")
+        if self.multilabel == "powerset":
+            return (POWERSET_SEPARATOR.join(sorted(seen)),)
+        return tuple(seen)
+
+    def _class_name(self, key: str) -> str | tuple[str, ...]:
+        if self.multilabel == "powerset":
+            return tuple(key.split(POWERSET_SEPARATOR))
+        return key
+
+    @property
+    def classes_(self) -> list:
+        """Classes with live documents (labels; label tuples in powerset mode)."""
+        names = self.state.classes.names
+        return [self._class_name(names[i]) for i in self.state.active_classes().tolist()]
+
+    # ------------------------------------------------------------ learning
+    @staticmethod
+    def _anonymous_id(counts: Mapping[str, float]) -> str:
+        canonical = json.dumps(sorted(counts.items()), separators=(",", ":"), ensure_ascii=False)
+        return "anon:" + hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).hexdigest()
+
+    def _training_weigher(self):
+        kind = self.spec.weighting
+        if kind is None or kind.startswith("qidf"):
+            return None  # training documents keep raw counts
+        state, phi, ups_idf = self.state, self.params.get("phi", 0.0), self.params.get("ups_idf", 0.0)
+
+        def weigh(terms: np.ndarray, raw: np.ndarray) -> np.ndarray:
+            idf_values = weighting.idf(state.total_docs, state.term_df[terms], ups_idf)
+            return weighting.tf(raw, len(raw), phi) * idf_values
+
+        return weigh
+
+    def learn_one(self, doc: Document, labels: Labels, ts: float | None = None, id: str | None = None) -> bool:
+        """Learn one document under ``labels`` at event time ``ts``.
+
+        Returns ``False`` when nothing changed (the id is already learned with
+        these labels). Learning a known id with other labels replaces it.
+        """
+        classes = self._class_keys(labels)
+        counts = term_counts(doc, self.tokenizer)
+        doc_id = self._anonymous_id(counts) if id is None else str(id)
+        record = self.state.docs.get(doc_id)
+        if record is not None:
+            if self._record_classes(record) == set(classes):
+                return False
+            self.state.remove_document(doc_id)
+        self.state.add_document(doc_id, classes, list(counts), list(counts.values()), _ts(ts),
+                                self._training_weigher())
+        return True
+
+    def learn_many(self, docs: Iterable[Document], labels: Iterable[Labels], ts: Iterable[float | None] | None = None,
+                   ids: Iterable[str | None] | None = None) -> int:
+        """Learn a batch at once; returns how many documents changed the model.
+
+        With TF-IDF weighting the batch is counted before it is weighted
+        (batch TF-IDF, MODEL.md section 3); otherwise the result equals
+        learning the documents one at a time in order.
+        """
+        docs, labels = list(docs), list(labels)
+        if len(docs) != len(labels):
+            raise ValueError("docs and labels differ in length")
+        ts_list = [None] * len(docs) if ts is None else list(ts)
+        id_list = [None] * len(docs) if ids is None else list(ids)
+        if not (len(ts_list) == len(id_list) == len(docs)):
+            raise ValueError("ts and ids must match docs in length")
+        changed = 0
+        batch: list[tuple] = []
+        in_batch: set[str] = set()
+        for doc, label, t, doc_id in zip(docs, labels, ts_list, id_list):
+            classes = self._class_keys(label)
+            counts = term_counts(doc, self.tokenizer)
+            key = self._anonymous_id(counts) if doc_id is None else str(doc_id)
+            if key in in_batch:  # a repeated id: keep sequential semantics
+                changed += self._flush(batch)
+                batch, in_batch = [], set()
+            record = self.state.docs.get(key)
+            if record is not None:
+                if self._record_classes(record) == set(classes):
+                    continue
+                self.state.remove_document(key)
+            batch.append((key, classes, list(counts), list(counts.values()), _ts(t)))
+            in_batch.add(key)
+        changed += self._flush(batch)
+        return changed
+
+    def _flush(self, batch: list[tuple]) -> int:
+        if not batch:
+            return 0
+        records = self.state.add_documents(batch, self._training_weigher())
+        return sum(r is not None for r in records)
+
+    def _record_classes(self, record) -> set[str]:
+        names = self.state.classes.names
+        return {names[c] for c in record.classes}
+
+    def unlearn_one(self, doc: Document | None, labels: Labels | None = None, ts: float | None = None,
+                    id: str | None = None) -> bool:
+        """Unlearn a document learned earlier (by ``id``, or by its content).
+
+        ``labels``, when given, must be the labels it was learned with, else
+        :class:`LearnGuardError` is raised and nothing changes (the spam
+        filters' guard against unlearning what was never learned that way).
+        Returns ``False`` if the document is not known to the model.
+        """
+        if id is None:
+            if doc is None:
+                raise ValueError("unlearn needs the document or its id")
+            doc_id = self._anonymous_id(term_counts(doc, self.tokenizer))
+        else:
+            doc_id = str(id)
+        record = self.state.docs.get(doc_id)
+        if record is None:
+            return False
+        if labels is not None and self._record_classes(record) != set(self._class_keys(labels)):
+            learned = sorted(self._record_classes(record))
+            raise LearnGuardError(f"document {doc_id!r} was learned with {learned}, not {labels!r}")
+        self.state.remove_document(doc_id)
+        return True
+
+    def forget(self, id: str) -> bool:
+        """Unlearn the document with this id; ``False`` if it is not live."""
+        return self.state.remove_document(str(id)) is not None
+
+    def __contains__(self, id: str) -> bool:
+        return str(id) in self.state.docs
+
+    def __len__(self) -> int:
+        """Number of live documents."""
+        return self.state.n_docs
+
+    # ------------------------------------------------------------ scoring
+    def _prepare(self, doc: Document) -> PreparedDoc:
+        """Known terms of ``doc`` and their weights (unseen terms are skipped)."""
+        counts = term_counts(doc, self.tokenizer)
+        state = self.state
+        ids = list(map(state.terms.ids.get, counts))
+        if None in ids:
+            keep = [i for i, t in enumerate(ids) if t is not None]
+            raw = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))[keep]
+            terms = np.array([ids[i] for i in keep], dtype=np.int64)
+        else:
+            raw = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
+            terms = np.array(ids, dtype=np.int64)
+        if len(terms):
+            seen = state.term_entries[terms] > 0
+            if not seen.all():
+                terms, raw = terms[seen], raw[seen]
+        kind = self.spec.weighting
+        if kind is None or not len(terms):
+            return PreparedDoc(terms, raw)
+        idf_values = weighting.idf(state.total_docs, state.term_df[terms], self.params.get("ups_idf", 0.0))
+        weights = weighting.weigh(raw, len(counts), idf_values, kind, self.params.get("phi", 0.0))
+        positive = weights > 0
+        if not positive.all():
+            terms, weights = terms[positive], weights[positive]
+        return PreparedDoc(terms, weights)
+
+    def _joint_log_scores(self, prepared: Sequence[PreparedDoc]) -> np.ndarray:
+        """Unnormalized log joint ``log p(w, l)`` up to a per-document constant.
+
+        Shape ``(len(prepared), class capacity)``; ``-inf`` for unused class ids.
+        """
+        raise NotImplementedError
+
+    def predict_log_proba_many(self, docs: Iterable[Document]) -> tuple[list, np.ndarray]:
+        """Log posteriors of a batch: ``(classes, array of shape (n_docs, n_classes))``."""
+        prepared = [self._prepare(d) for d in docs]
+        active = self.state.active_classes()
+        if not len(active):
+            raise RuntimeError("the model has not learned any document yet")
+        scores = self._joint_log_scores(prepared)[:, active]
+        peak = scores.max(axis=1, keepdims=True)
+        log_norm = peak + np.log(np.exp(scores - peak).sum(axis=1, keepdims=True))
+        names = self.state.classes.names
+        return [self._class_name(names[i]) for i in active.tolist()], scores - log_norm
+
+    def predict_proba_many(self, docs: Iterable[Document]) -> list[dict]:
+        classes, log_post = self.predict_log_proba_many(docs)
+        probs = np.exp(log_post)
+        return [dict(zip(classes, row.tolist())) for row in probs]
+
+    def predict_proba_one(self, doc: Document) -> dict:
+        """Full posterior ``{class: p}`` of one document."""
+        return self.predict_proba_many([doc])[0]
+
+    def predict_topk_many(self, docs: Iterable[Document], k: int) -> list[list[tuple[Any, float]]]:
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        classes, log_post = self.predict_log_proba_many(docs)
+        k = min(k, len(classes))
+        out = []
+        for row in log_post:
+            top = np.argpartition(-row, k - 1)[:k] if k < len(row) else np.arange(len(row))
+            top = top[np.lexsort((top, -row[top]))]
+            out.append([(classes[i], float(math.exp(row[i]))) for i in top.tolist()])
+        return out
+
+    def predict_topk(self, doc: Document, k: int) -> list[tuple[Any, float]]:
+        """The ``k`` most probable classes with their posterior probabilities."""
+        return self.predict_topk_many([doc], k)[0]
+
+    def predict_many(self, docs: Iterable[Document]) -> list:
+        return [top[0][0] for top in self.predict_topk_many(docs, 1)]
+
+    def predict_one(self, doc: Document):
+        """The arg-max class (ties: the lower class id)."""
+        return self.predict_many([doc])[0]
+
+    def predict_labels_many(self, docs: Iterable[Document], k: int | None = None,
+                            threshold: float | None = None) -> list[list[str]]:
+        """Output label lists: in powerset mode the arg-max label set; in per-label
+        mode the labels with posterior at least ``threshold`` and/or the top ``k``
+        (default: the top label)."""
+        docs = list(docs)
+        if self.multilabel == "powerset":
+            return [list(best) for best in self.predict_many(docs)]
+        if threshold is None and k is None:
+            k = 1
+        classes, log_post = self.predict_log_proba_many(docs)
+        out = []
+        for row in np.exp(log_post):
+            order = np.lexsort((np.arange(len(row)), -row))
+            if k is not None:
+                order = order[:k]
+            if threshold is not None:
+                order = order[row[order] >= threshold]
+            out.append([classes[i] for i in order.tolist()])
+        return out
+
+    def predict_labels(self, doc: Document, k: int | None = None, threshold: float | None = None) -> list[str]:
+        return self.predict_labels_many([doc], k, threshold)[0]
+
+    # ------------------------------------------------------------ stats
+    def stats(self) -> dict[str, Any]:
+        state = self.state
+        return {
+            "documents": state.n_docs,
+            "classes": len(state.classes),
+            "terms": len(state.terms),
+            "vocabulary": state.n_vocab,
+            "entries": state.n_entries,
+            "epoch": state.epoch,
+            "model_time": state.clock.now,
+            "pruned_documents": state.pruned_documents,
+            "pruned_entries": state.pruned_entries,
+            "expired_documents": state.expired_documents,
+        }
+
+
+def _ts(ts: float | None) -> float | None:
+    if ts is None:
+        return None
+    value = float(ts)
+    if not math.isfinite(value):
+        raise ValueError(f"ts must be finite, got {ts!r}")
+    return value

@@ -1,0 +1,184 @@
+"""A dense, brute-force reference for MNB, written independently of ``model/``.
+
+It keeps plain dictionaries of the live documents, applies decay directly as
+``2 ** (-(T - t) / H)`` (no forward decay, no rebasing), builds the full
+label x vocabulary count matrix from scratch at every query, and evaluates the
+smoothed probabilities with the *direct* formula of thesis table 4.1::
+
+    p_l(n) = (1 - a_l) * (C(l,n) - D(l,n)) / sum_n' (C(l,n') - D(l,n')) + a_l * p_b(n)
+    a_l    = 1 - sum_n (C(l,n) - D(l,n)) / (mu + C(l))
+
+rather than the sparse identity the model uses. Nothing here is fast.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SEP = "\x1f"
+
+
+@dataclass
+class RefDoc:
+    classes: tuple[str, ...]
+    raw: dict[str, float]
+    weights: dict[str, float]
+    ts: float
+
+
+@dataclass
+class DenseReference:
+    spec: object  # model.spec.ModelSpec (only its plain fields are read)
+    params: dict
+    half_life: float | None = None
+    multilabel: str = "per_label"
+    docs: dict[str, RefDoc] = field(default_factory=dict)
+    now: float | None = None
+
+    # ----------------------------------------------------------- semantics
+    def classes_of(self, labels) -> tuple[str, ...]:
+        labels = [labels] if isinstance(labels, str) else list(dict.fromkeys(labels))
+        if self.multilabel == "powerset":
+            return (SEP.join(sorted(labels)),)
+        return tuple(labels)
+
+    def decay(self, ts: float) -> float:
+        if self.half_life is None:
+            return 1.0
+        return 2.0 ** (-(self.now - ts) / self.half_life)
+
+    def doc_frequencies(self) -> tuple[float, dict[str, float]]:
+        total, per_term = 0.0, {}
+        for d in self.docs.values():
+            weight = self.decay(d.ts)
+            total += weight
+            for term in d.raw:
+                per_term[term] = per_term.get(term, 0.0) + weight
+        return total, per_term
+
+    def idf(self, term: str, total: float, per_term: dict[str, float]) -> float:
+        df = per_term.get(term, 0.0)
+        if df <= 0:
+            return 0.0
+        return math.log(max(1.0, self.params.get("ups_idf", 0.0) + total / df))
+
+    def tfidf(self, raw: dict[str, float], total, per_term) -> dict[str, float]:
+        kind = self.spec.weighting
+        length = len(raw)
+        phi = self.params.get("phi", 0.0)
+        out = {}
+        for term, count in raw.items():
+            if kind.startswith("qidf"):
+                out[term] = count * self.idf(term, total, per_term)
+            else:
+                tf = math.log(1 + count / length**phi) / length ** (1 - phi)
+                out[term] = tf * self.idf(term, total, per_term)
+        return out
+
+    def learn(self, raw: dict[str, float], labels, ts: float | None, doc_id: str) -> None:
+        classes = self.classes_of(labels)
+        old = self.docs.get(doc_id)
+        if old is not None:
+            if set(old.classes) == set(classes):
+                return
+            del self.docs[doc_id]
+        t = ts if ts is not None else (self.now if self.now is not None else 0.0)
+        self.now = t if self.now is None else max(self.now, t)
+        doc = RefDoc(classes, dict(raw), dict(raw), t)
+        self.docs[doc_id] = doc
+        if self.spec.weighting and not self.spec.weighting.startswith("qidf"):
+            total, per_term = self.doc_frequencies()  # counts the new document too
+            doc.weights = self.tfidf(raw, total, per_term)
+
+    def forget(self, doc_id: str) -> None:
+        self.docs.pop(doc_id, None)
+
+    # ----------------------------------------------------------- inference
+    def discount(self, c: float, delta: float) -> float:
+        beta = self.params.get("beta", 0.0)
+        if self.spec.discount == "pd":
+            base = min(c, delta * c**delta)
+        elif self.spec.discount == "ad":
+            base = min(delta, c)
+        else:
+            base = 0.0
+        if self.spec.jm:
+            return base + beta * (c - base)
+        return base
+
+    def kn_delta(self) -> float:
+        raw_totals: dict[str, float] = {}
+        for d in self.docs.values():
+            for term, count in d.raw.items():
+                raw_totals[term] = raw_totals.get(term, 0.0) + count
+        n1 = sum(1 for v in raw_totals.values() if v == 1.0)
+        n2 = sum(1 for v in raw_totals.values() if v == 2.0)
+        if n1 + n2 == 0:
+            return 0.5
+        return min(max(n1 / (n1 + 2 * n2), 1e-6), 1.0)
+
+    def log_posterior(self, raw_query: dict[str, float]) -> dict[str, float]:
+        """``log p(l | w)`` for every class, computed from scratch."""
+        classes = sorted({c for d in self.docs.values() for c in d.classes})
+        counts: dict[str, dict[str, float]] = {c: {} for c in classes}
+        docs_per_class = {c: 0.0 for c in classes}
+        for d in self.docs.values():
+            weight = self.decay(d.ts)
+            for c in d.classes:
+                docs_per_class[c] += weight
+                for term, w in d.weights.items():
+                    if w != 0.0:
+                        counts[c][term] = counts[c].get(term, 0.0) + w * weight
+        vocab = sorted({t for row in counts.values() for t, v in row.items()})
+        V = len(vocab)
+        term_total = {t: sum(counts[c].get(t, 0.0) for c in classes) for t in vocab}
+        grand = sum(term_total.values())
+        ups = self.params.get("ups", 0.0)
+
+        def p_b(t: str) -> float:
+            if self.spec.background == "u":
+                return 1.0 / V
+            col = term_total[t] / grand
+            return col if self.spec.background == "c" else (1 - ups) * col + ups / V
+
+        delta = self.params.get("delta", 0.0)
+        if delta == "kn":
+            delta = self.kn_delta()
+        mu = self.params.get("mu", 0.0) if self.spec.dp else 0.0
+        theta = self.params.get("theta", 1.0)
+
+        # the scored document: weights over seen terms only
+        if self.spec.weighting:
+            total, per_term = self.doc_frequencies()
+            query = self.tfidf(raw_query, total, per_term)
+        else:
+            query = dict(raw_query)
+        query = {t: w for t, w in query.items() if t in term_total and w > 0}
+
+        all_docs = sum(docs_per_class.values())
+        out = {}
+        for c in classes:
+            row = counts[c]
+            mass = sum(row.values())
+            kept = {t: row.get(t, 0.0) - self.discount(row.get(t, 0.0), delta) for t in vocab}
+            kept_total = sum(kept.values())
+            a = 1.0 if mu + mass <= 0 else 1.0 - kept_total / (mu + mass)
+            score = theta * math.log(docs_per_class[c] / all_docs)
+            for t, w in query.items():
+                pu = kept[t] / kept_total if kept_total > 0 else 0.0
+                score += w * math.log((1 - a) * pu + a * p_b(t))
+            out[c] = score
+        peak = max(out.values())
+        norm = peak + math.log(sum(math.exp(v - peak) for v in out.values()))
+        return {c: v - norm for c, v in out.items()}
+
+
+def class_name(key: str, multilabel: str):
+    return tuple(key.split(SEP)) if multilabel == "powerset" else key
+
+
+def as_array(log_post: dict, classes: list, multilabel: str) -> np.ndarray:
+    lookup = {class_name(k, multilabel): v for k, v in log_post.items()}
+    return np.array([lookup[c] for c in classes])
