@@ -20,6 +20,10 @@ def register(name: str, module: str, help_text: str) -> None:
 
 
 register("demo", "consumers.commands.demo", "run the service on an embedded broker fed by a generated stream")
+register("serve", "consumers.commands.serve", "run the trainer and/or classifier consumers against Kafka")
+register("eval", "consumers.commands.eval", "evaluate a model configuration on a JSON Lines dataset")
+register("tune", "consumers.commands.tune", "Gaussian random search of model parameters on a development split")
+register("chaos", "consumers.commands.chaos", "fault campaign: kill/restart processes and freeze the broker, then audit")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,8 +9,9 @@ True
 'pos'
 """
 from .base import GenerativeTextModel, LearnGuardError
+from .factory import build_model, model_config
 from .mnb import MNB
 from .spec import ModelSpec, SpecError, parse_spec
 from .text import Tokenizer
 
-__all__ = ["MNB", "GenerativeTextModel", "LearnGuardError", "ModelSpec", "SpecError", "Tokenizer", "parse_spec"]
+__all__ = ["MNB", "build_model", "model_config", "GenerativeTextModel", "LearnGuardError", "ModelSpec", "SpecError", "Tokenizer", "parse_spec"]

@@ -1,0 +1,56 @@
+"""Build a model from a configuration dict (the format ``sgm tune`` writes and
+``sgm eval --config`` / ``sgm serve --config`` read).
+
+A configuration is a plain dict::
+
+    {"model": "uc_pd_jm_dp_tXiX_ps",          # affix string; "tdm_..." selects TDM
+     "params": {"beta": 0.3, "mu": 20, ...},   # numbers named as in MODEL.md
+     "half_life": null,                        # optional, seconds of event time
+     "multilabel": "per_label",                # or "powerset"
+     "tokenizer": {"ngrams": 1},               # optional
+     "prune_below": null, "max_documents": null}
+
+>>> m = build_model({"model": "u_jm", "params": {"beta": 0.4}})
+>>> m
+MNB('mnb_u_jm', beta=0.4)
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .base import GenerativeTextModel
+from .spec import SpecError, parse_spec
+from .text import Tokenizer
+
+#: Keys a configuration may hold besides "model" and "params".
+OPTION_KEYS = ("half_life", "multilabel", "tokenizer", "prune_below", "max_documents")
+
+
+def model_class(spec: str) -> type[GenerativeTextModel]:
+    family = parse_spec(spec).family
+    if family == "tdm":
+        from .tdm import TDM  # noqa: WPS433 (TDM is optional until it lands)
+
+        return TDM
+    from .mnb import MNB
+
+    return MNB
+
+
+def build_model(config: Mapping[str, Any]) -> GenerativeTextModel:
+    """A fresh, empty model from a configuration dict (see module docstring)."""
+    if "model" not in config:
+        raise SpecError("a configuration needs a 'model' affix string")
+    unknown = set(config) - {"model", "params", "family", "spec", *OPTION_KEYS}
+    if unknown:
+        raise SpecError(f"unknown configuration keys: {sorted(unknown)}")
+    options: dict[str, Any] = {k: config[k] for k in OPTION_KEYS if config.get(k) is not None}
+    if "tokenizer" in options:
+        options["tokenizer"] = Tokenizer.from_dict(options["tokenizer"])
+    return model_class(config["model"])(config["model"], **options, **dict(config.get("params") or {}))
+
+
+def model_config(model: GenerativeTextModel) -> dict[str, Any]:
+    """The configuration dict of ``model`` (inverse of :func:`build_model`)."""
+    cfg = model.config()
+    return {"model": cfg["spec"], "params": cfg["params"], **{k: cfg[k] for k in OPTION_KEYS}}
