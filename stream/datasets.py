@@ -1,0 +1,237 @@
+"""Reader for the shared public datasets (``shared/data/*.jsonl.gz``).
+
+Each file is (gzip-compressed) JSON Lines, one document per line:
+``{"id", "text", "labels", "ts", "split"}`` -- see ``shared/data/README.md``. The data
+stays where it is: it is never copied into the repository; :func:`find_dataset`
+locates it through ``$SGM_DATA_DIR`` or ``<repo>/../shared/data`` and returns None
+where it is absent, so callers (and tests) can skip cleanly.
+
+Examples
+--------
+>>> import json, tempfile, pathlib
+>>> folder = pathlib.Path(tempfile.mkdtemp())
+>>> lines = [{"id": "a", "text": "oil up", "labels": ["crude"], "ts": "1987-03-02", "split": "train"},
+...          {"id": "b", "text": "", "labels": ["earn"], "ts": None, "split": "test"}]
+>>> _ = (folder / "tiny.jsonl").write_text("\\n".join(json.dumps(d) for d in lines))
+>>> docs = list(load_jsonl(folder / "tiny.jsonl"))
+>>> docs[0]
+LabelledDoc(id='a', text='oil up', labels=('crude',), ts=541641600.0, split='train')
+>>> [len(part) for part in split(docs)]
+[1, 1, 0]
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+from stream.records import MAX_TS, InvalidRecord, Limits, Op, ScoreRecord, TrainRecord, parse_timestamp
+
+__all__ = ["DATASETS", "LabelledDoc", "Split", "data_dir", "find_dataset", "load_jsonl", "split", "time_ordered"]
+
+#: The shared datasets by name (``find_dataset(name)``).
+DATASETS = ("r8", "r52", "webkb", "reuters21578", "sms-spam", "spamassassin", "enron-spam")
+
+# Datasets are curated history, not live input: allow times before 1970.
+_DATASET_TS_LIMITS = Limits(min_ts=-(2.0**40), max_ts=MAX_TS)
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledDoc:
+    """One document of a shared dataset.
+
+    Parameters
+    ----------
+    id : str
+        Unique within its file.
+    text : str
+        The document; may be empty (some source documents are).
+    labels : tuple of str
+        Class labels, de-duplicated keeping first occurrences (two reuters21578
+        stories repeat a topic); may be empty (reuters21578 stories without topics).
+    ts : float or None
+        Event time, epoch seconds (ISO strings without offset are taken as UTC).
+    split : {"train", "test"} or None
+        The dataset's standard split, if it has one.
+
+    Examples
+    --------
+    >>> doc = LabelledDoc("sms-1", "free prize", ("spam",), None, None)
+    >>> doc.to_train_record()
+    TrainRecord(id='sms-1', op=<Op.LEARN: 'learn'>, labels=('spam',), text='free prize', terms=None, ts=None)
+    >>> doc.to_score_record()
+    ScoreRecord(id='sms-1', text='free prize', terms=None, ts=None)
+    """
+
+    id: str
+    text: str
+    labels: tuple[str, ...]
+    ts: float | None
+    split: str | None
+
+    def to_train_record(self, op: Op = Op.LEARN) -> TrainRecord:
+        """This document as a training record (note: a record without labels is not valid)."""
+        return TrainRecord(id=self.id, op=op, labels=self.labels, text=self.text, ts=self.ts)
+
+    def to_score_record(self) -> ScoreRecord:
+        """This document as a scoring record."""
+        return ScoreRecord(id=self.id, text=self.text, ts=self.ts)
+
+
+class Split(NamedTuple):
+    """Documents by standard split, each list in input order."""
+
+    train: list[LabelledDoc]
+    test: list[LabelledDoc]
+    unsplit: list[LabelledDoc]
+
+
+def data_dir() -> Path | None:
+    """The shared data folder: ``$SGM_DATA_DIR`` if set, else ``<repo>/../shared/data``; None if absent."""
+    configured = os.environ.get("SGM_DATA_DIR")
+    folder = Path(configured) if configured else Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    return folder if folder.is_dir() else None
+
+
+def find_dataset(name: str) -> Path | None:
+    """Path of the dataset called ``name`` (``"r8"``, ``"r8.jsonl.gz"``...), or None if absent.
+
+    ``name`` may also be a path to an existing file, which is returned as is.
+
+    Examples
+    --------
+    >>> find_dataset("no-such-dataset") is None
+    True
+    """
+    as_path = Path(name)
+    if as_path.is_file():
+        return as_path
+    folder = data_dir()
+    if folder is None:
+        return None
+    for candidate in (name, f"{name}.jsonl.gz", f"{name}.jsonl"):
+        path = folder / candidate
+        if path.is_file():
+            return path
+    return None
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    with open(path, "rb") as probe:
+        compressed = probe.read(2) == _GZIP_MAGIC  # by content, not by name
+    if compressed:
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def _field_error(path: Path, line_no: int, message: str) -> ValueError:
+    return ValueError(f"{path}:{line_no}: {message}")
+
+
+def _doc_from(obj: object, path: Path, line_no: int) -> LabelledDoc:
+    if not isinstance(obj, dict):
+        raise _field_error(path, line_no, "expected a JSON object")
+    doc_id, text, labels, split_name = obj.get("id"), obj.get("text"), obj.get("labels"), obj.get("split")
+    if not isinstance(doc_id, str) or not doc_id:
+        raise _field_error(path, line_no, "id must be a non-empty string")
+    if not isinstance(text, str):
+        raise _field_error(path, line_no, f"{doc_id}: text must be a string")
+    if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
+        raise _field_error(path, line_no, f"{doc_id}: labels must be a list of strings")
+    if split_name is not None and not isinstance(split_name, str):
+        raise _field_error(path, line_no, f"{doc_id}: split must be a string or null")
+    try:
+        ts = parse_timestamp(obj.get("ts"), _DATASET_TS_LIMITS)
+    except InvalidRecord as exc:
+        raise _field_error(path, line_no, f"{doc_id}: {exc.detail}") from None
+    return LabelledDoc(id=doc_id, text=text, labels=tuple(dict.fromkeys(labels)), ts=ts, split=split_name)
+
+
+def load_jsonl(path: str | os.PathLike[str], *, limit: int | None = None) -> Iterator[LabelledDoc]:
+    """Stream the documents of a dataset file, gzip-compressed or plain.
+
+    Parameters
+    ----------
+    path : path-like
+        A ``.jsonl`` or ``.jsonl.gz`` file (compression is detected from content).
+    limit : int, optional
+        Stop after this many documents.
+
+    Yields
+    ------
+    LabelledDoc
+        In file order. Blank lines are skipped.
+
+    Raises
+    ------
+    ValueError
+        On a line that is not a document of the documented format, naming file and line.
+    """
+    path = Path(path)
+    count = 0
+    with _open_text(path) as lines:
+        for line_no, line in enumerate(lines, start=1):
+            if limit is not None and count >= limit:
+                return
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise _field_error(path, line_no, f"invalid JSON: {exc.msg}") from None
+            yield _doc_from(obj, path, line_no)
+            count += 1
+
+
+def split(docs: Iterable[LabelledDoc]) -> Split:
+    """Partition documents by their ``split`` field (``train``, ``test``, anything else).
+
+    Examples
+    --------
+    >>> docs = [LabelledDoc(str(i), "", ("x",), None, s) for i, s in enumerate(["train", "test", None, "train"])]
+    >>> [[d.id for d in part] for part in split(docs)]
+    [['0', '3'], ['1'], ['2']]
+    """
+    parts = Split([], [], [])
+    for doc in docs:
+        (parts.train if doc.split == "train" else parts.test if doc.split == "test" else parts.unsplit).append(doc)
+    return parts
+
+
+def time_ordered(
+    docs: Iterable[LabelledDoc], *, undated: Literal["last", "drop", "error"] = "last"
+) -> list[LabelledDoc]:
+    """Documents sorted by ``ts``; ties keep their input order (the sort is stable).
+
+    Parameters
+    ----------
+    undated : {"last", "drop", "error"}
+        Documents without ``ts``: appended after the dated ones in input order,
+        left out, or a ``ValueError``.
+
+    Examples
+    --------
+    >>> docs = [LabelledDoc("a", "", (), 3.0, None), LabelledDoc("b", "", (), None, None),
+    ...         LabelledDoc("c", "", (), 1.0, None), LabelledDoc("d", "", (), 3.0, None)]
+    >>> [d.id for d in time_ordered(docs)], [d.id for d in time_ordered(docs, undated="drop")]
+    (['c', 'a', 'd', 'b'], ['c', 'a', 'd'])
+    """
+    if undated not in ("last", "drop", "error"):
+        raise ValueError(f"undated must be 'last', 'drop' or 'error', got {undated!r}")
+    dated: list[LabelledDoc] = []
+    rest: list[LabelledDoc] = []
+    for doc in docs:
+        if doc.ts is not None:
+            dated.append(doc)
+        elif undated == "error":
+            raise ValueError(f"document {doc.id!r} has no ts")
+        else:
+            rest.append(doc)
+    dated.sort(key=lambda d: d.ts)
+    return dated + rest if undated == "last" else dated
