@@ -286,7 +286,8 @@ field_values = {
     "terms": st.dictionaries(st.text(max_size=8), st.integers(-2, 5) | st.floats() | json_scalars, max_size=4)
     | json_values,
     "labels": st.lists(st.text(max_size=6), max_size=4) | json_values,
-    "ts": st.floats() | st.integers() | st.sampled_from(["2002-08-22", "2002-08-22T11:36:16+05:00", "x"]) | json_values,
+    "ts": st.floats() | st.integers() | st.sampled_from(["2002-08-22", "2002-08-22T11:36:16+05:00", "x"])
+    | st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}([T ].{0,24})?\Z") | json_values,  # reaches fromisoformat
     "op": st.sampled_from(["learn", "unlearn", "forget", "LEARN"]) | json_values,
 }
 # Objects shaped like records, so that the deeper checks are reached, not only the JSON parser.
