@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from itertools import repeat
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -36,14 +37,20 @@ class LearnGuardError(ValueError):
     """An unlearn asked to remove a document under labels it was not learned with."""
 
 
-class PreparedDoc:
-    """A scored document reduced to the model's known terms and their weights."""
+class PreparedBatch:
+    """Scored documents reduced to the model's known terms and their weights.
 
-    __slots__ = ("terms", "weights")
+    The documents are concatenated: ``terms[i]`` with weight ``weights[i]``
+    belongs to document ``owner[i]`` (ascending) of ``n_docs``.
+    """
 
-    def __init__(self, terms: np.ndarray, weights: np.ndarray) -> None:
+    __slots__ = ("terms", "weights", "owner", "n_docs")
+
+    def __init__(self, terms: np.ndarray, weights: np.ndarray, owner: np.ndarray, n_docs: int) -> None:
         self.terms = terms
         self.weights = weights
+        self.owner = owner
+        self.n_docs = n_docs
 
 
 class GenerativeTextModel:
@@ -70,6 +77,7 @@ class GenerativeTextModel:
         self.tokenizer = tokenizer or Tokenizer()
         self.state = CountState(check_half_life(half_life), prune_below=prune_below,
                                 max_documents=None if max_documents is None else int(max_documents))
+        self._names: tuple | None = None
         self._init_caches()
 
     def _init_caches(self) -> None:
@@ -127,9 +135,13 @@ class GenerativeTextModel:
         return [self._class_name(names[i]) for i in self.state.active_classes().tolist()]
 
     # ------------------------------------------------------------ learning
+    def anonymous_id(self, doc: Document) -> str:
+        """The id a document learned without one gets: a hash of its term counts."""
+        return self._anonymous_id(*term_counts(doc, self.tokenizer))
+
     @staticmethod
-    def _anonymous_id(counts: Mapping[str, float]) -> str:
-        canonical = json.dumps(sorted(counts.items()), separators=(",", ":"), ensure_ascii=False)
+    def _anonymous_id(terms: list[str], raw: np.ndarray) -> str:
+        canonical = json.dumps(sorted(zip(terms, raw.tolist())), separators=(",", ":"), ensure_ascii=False)
         return "anon:" + hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).hexdigest()
 
     def _training_weigher(self):
@@ -138,9 +150,9 @@ class GenerativeTextModel:
             return None  # training documents keep raw counts
         state, phi, ups_idf = self.state, self.params.get("phi", 0.0), self.params.get("ups_idf", 0.0)
 
-        def weigh(terms: np.ndarray, raw: np.ndarray) -> np.ndarray:
+        def weigh(terms: np.ndarray, raw: np.ndarray, distinct: np.ndarray) -> np.ndarray:
             idf_values = weighting.idf(state.total_docs, state.term_df[terms], ups_idf)
-            return weighting.tf(raw, len(raw), phi) * idf_values
+            return weighting.tf(raw, distinct, phi) * idf_values
 
         return weigh
 
@@ -151,15 +163,14 @@ class GenerativeTextModel:
         these labels). Learning a known id with other labels replaces it.
         """
         classes = self._class_keys(labels)
-        counts = term_counts(doc, self.tokenizer)
-        doc_id = self._anonymous_id(counts) if id is None else str(id)
+        terms, raw = term_counts(doc, self.tokenizer)
+        doc_id = self._anonymous_id(terms, raw) if id is None else str(id)
         record = self.state.docs.get(doc_id)
         if record is not None:
             if self._record_classes(record) == set(classes):
                 return False
             self.state.remove_document(doc_id)
-        self.state.add_document(doc_id, classes, list(counts), list(counts.values()), _ts(ts),
-                                self._training_weigher())
+        self.state.add_document(doc_id, classes, terms, raw, _ts(ts), self._training_weigher())
         return True
 
     def learn_many(self, docs: Iterable[Document], labels: Iterable[Labels], ts: Iterable[float | None] | None = None,
@@ -182,8 +193,8 @@ class GenerativeTextModel:
         in_batch: set[str] = set()
         for doc, label, t, doc_id in zip(docs, labels, ts_list, id_list):
             classes = self._class_keys(label)
-            counts = term_counts(doc, self.tokenizer)
-            key = self._anonymous_id(counts) if doc_id is None else str(doc_id)
+            terms, raw = term_counts(doc, self.tokenizer)
+            key = self._anonymous_id(terms, raw) if doc_id is None else str(doc_id)
             if key in in_batch:  # a repeated id: keep sequential semantics
                 changed += self._flush(batch)
                 batch, in_batch = [], set()
@@ -192,7 +203,7 @@ class GenerativeTextModel:
                 if self._record_classes(record) == set(classes):
                     continue
                 self.state.remove_document(key)
-            batch.append((key, classes, list(counts), list(counts.values()), _ts(t)))
+            batch.append((key, classes, terms, raw, _ts(t)))
             in_batch.add(key)
         changed += self._flush(batch)
         return changed
@@ -219,7 +230,7 @@ class GenerativeTextModel:
         if id is None:
             if doc is None:
                 raise ValueError("unlearn needs the document or its id")
-            doc_id = self._anonymous_id(term_counts(doc, self.tokenizer))
+            doc_id = self.anonymous_id(doc)
         else:
             doc_id = str(id)
         record = self.state.docs.get(doc_id)
@@ -243,50 +254,70 @@ class GenerativeTextModel:
         return self.state.n_docs
 
     # ------------------------------------------------------------ scoring
-    def _prepare(self, doc: Document) -> PreparedDoc:
-        """Known terms of ``doc`` and their weights (unseen terms are skipped)."""
-        counts = term_counts(doc, self.tokenizer)
+    def _prepare(self, docs: Sequence[Document]) -> PreparedBatch:
+        """Known terms of each document and their weights (unseen terms are skipped).
+
+        One vocabulary lookup and one set of array operations for the whole
+        batch: a single document is a batch of one.
+        """
+        all_keys: list[str] = []
+        raw_parts, lengths = [], []
+        tokenizer = self.tokenizer
+        for doc in docs:
+            keys, raw = term_counts(doc, tokenizer)
+            all_keys.extend(keys)
+            raw_parts.append(raw)
+            lengths.append(len(keys))
         state = self.state
-        ids = list(map(state.terms.ids.get, counts))
-        if None in ids:
-            keep = [i for i, t in enumerate(ids) if t is not None]
-            raw = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))[keep]
-            terms = np.array([ids[i] for i in keep], dtype=np.int64)
-        else:
-            raw = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
-            terms = np.array(ids, dtype=np.int64)
-        if len(terms):
-            seen = state.term_entries[terms] > 0
-            if not seen.all():
-                terms, raw = terms[seen], raw[seen]
+        n_docs = len(lengths)
+        terms = np.fromiter(map(state.terms.ids.get, all_keys, repeat(-1)), dtype=np.int64, count=len(all_keys))
+        raw = np.concatenate(raw_parts) if n_docs > 1 else (raw_parts[0] if raw_parts else np.zeros(0))
+        owner = np.repeat(np.arange(n_docs), lengths) if n_docs > 1 else np.zeros(len(terms), dtype=np.int64)
+        known = terms >= 0
+        if known.any():
+            known[known] = state.arena.length[terms[known]] > 0  # seen = has counts under some class
         kind = self.spec.weighting
+        if kind is not None:
+            distinct = np.asarray(lengths, dtype=np.float64)[owner[known]]
+        terms, raw, owner = terms[known], raw[known], owner[known]
         if kind is None or not len(terms):
-            return PreparedDoc(terms, raw)
+            return PreparedBatch(terms, raw, owner, n_docs)
         idf_values = weighting.idf(state.total_docs, state.term_df[terms], self.params.get("ups_idf", 0.0))
-        weights = weighting.weigh(raw, len(counts), idf_values, kind, self.params.get("phi", 0.0))
+        weights = weighting.weigh(raw, distinct, idf_values, kind, self.params.get("phi", 0.0))
         positive = weights > 0
         if not positive.all():
-            terms, weights = terms[positive], weights[positive]
-        return PreparedDoc(terms, weights)
+            terms, weights, owner = terms[positive], weights[positive], owner[positive]
+        return PreparedBatch(terms, weights, owner, n_docs)
 
-    def _joint_log_scores(self, prepared: Sequence[PreparedDoc]) -> np.ndarray:
+    def _joint_log_scores(self, batch: PreparedBatch) -> np.ndarray:
         """Unnormalized log joint ``log p(w, l)`` up to a per-document constant.
 
-        Shape ``(len(prepared), class capacity)``; ``-inf`` for unused class ids.
+        Shape ``(batch.n_docs, class capacity)``; ``-inf`` for unused class ids.
         """
         raise NotImplementedError
 
+    def class_names(self) -> tuple[np.ndarray, list]:
+        """Active class ids (ascending) and their public names, cached per class set."""
+        state = self.state
+        cached = self._names
+        if cached is None or cached[0] != state.class_version:
+            active = state.active_classes()
+            names = state.classes.names
+            cached = self._names = (state.class_version, active, [self._class_name(names[i]) for i in active.tolist()])
+        return cached[1], cached[2]
+
     def predict_log_proba_many(self, docs: Iterable[Document]) -> tuple[list, np.ndarray]:
         """Log posteriors of a batch: ``(classes, array of shape (n_docs, n_classes))``."""
-        prepared = [self._prepare(d) for d in docs]
-        active = self.state.active_classes()
+        active, names = self.class_names()
         if not len(active):
             raise RuntimeError("the model has not learned any document yet")
-        scores = self._joint_log_scores(prepared)[:, active]
+        scores = self._joint_log_scores(self._prepare(list(docs)))
+        if len(active) != scores.shape[1]:
+            scores = scores[:, active]
         peak = scores.max(axis=1, keepdims=True)
-        log_norm = peak + np.log(np.exp(scores - peak).sum(axis=1, keepdims=True))
-        names = self.state.classes.names
-        return [self._class_name(names[i]) for i in active.tolist()], scores - log_norm
+        scores -= peak
+        scores -= np.log(np.exp(scores).sum(axis=1, keepdims=True))
+        return names, scores
 
     def predict_proba_many(self, docs: Iterable[Document]) -> list[dict]:
         classes, log_post = self.predict_log_proba_many(docs)
@@ -301,13 +332,9 @@ class GenerativeTextModel:
         if k < 1:
             raise ValueError("k must be at least 1")
         classes, log_post = self.predict_log_proba_many(docs)
-        k = min(k, len(classes))
-        out = []
-        for row in log_post:
-            top = np.argpartition(-row, k - 1)[:k] if k < len(row) else np.arange(len(row))
-            top = top[np.lexsort((top, -row[top]))]
-            out.append([(classes[i], float(math.exp(row[i]))) for i in top.tolist()])
-        return out
+        top = top_k_indices(log_post, k)
+        probs = np.exp(np.take_along_axis(log_post, top, axis=1))
+        return [[(classes[i], p) for i, p in zip(row_top, row_p)] for row_top, row_p in zip(top.tolist(), probs.tolist())]
 
     def predict_topk(self, doc: Document, k: int) -> list[tuple[Any, float]]:
         """The ``k`` most probable classes with their posterior probabilities."""
@@ -359,6 +386,22 @@ class GenerativeTextModel:
             "pruned_entries": state.pruned_entries,
             "expired_documents": state.expired_documents,
         }
+
+
+def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
+    """Column indices of the ``k`` largest scores per row, best first (ties: lower index first).
+
+    >>> top_k_indices(np.array([[0.1, 0.5, 0.5, 0.2]]), 3).tolist()
+    [[1, 2, 3]]
+    """
+    n = scores.shape[1]
+    k = min(k, n)
+    if k * 8 >= n:  # small class sets: a full stable sort is cheapest
+        return np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    part.sort(axis=1)  # index order, so the stable sort below breaks ties by index
+    order = np.argsort(-np.take_along_axis(scores, part, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(part, order, axis=1)
 
 
 def _ts(ts: float | None) -> float | None:

@@ -13,13 +13,12 @@ lazily (see that module), from the formulas in :mod:`model.smoothing`.
 """
 from __future__ import annotations
 
-from itertools import chain
 from typing import Any, Sequence
 
 import numpy as np
 
 from . import smoothing
-from .base import GenerativeTextModel, PreparedDoc
+from .base import GenerativeTextModel, PreparedBatch
 from .index import PostingCache
 
 
@@ -124,40 +123,25 @@ class MNB(GenerativeTextModel):
         return smoothing.background_prob(state.term_mass[terms], state.total_mass, state.n_vocab, self.spec,
                                          self.params.get("ups", 0.0))
 
-    def _build_postings(self, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Posting lists of ``terms`` from the count tables (the lazy recomputation)."""
+    def _build_postings(self, terms: np.ndarray, index: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Posting weights of ``terms`` from the count tables (the lazy recomputation)."""
         state = self.state
         derived = self.class_terms()
-        slot_lists = [state.term_slots[t] for t in terms.tolist()]
-        lengths = np.fromiter(map(len, slot_lists), dtype=np.int64, count=len(slot_lists))
-        slots = np.fromiter(chain.from_iterable(slot_lists), dtype=np.int64, count=int(lengths.sum()))
-        classes = state.ent_class[slots]
-        counts = state.ent_count[slots] * derived.scale
+        counts = state.ent_count[state.arena.slot[index]] * derived.scale
         discounts = smoothing.entry_discount(counts, self.spec, self.params.get("beta", 0.0), derived.delta)
         background = np.repeat(self.background(terms), lengths)
-        weights = smoothing.posting_weight(counts, discounts, derived.denominator[classes], background)
-        keep = weights > 0  # fully discounted entries carry no posting
-        if not keep.all():
-            owner = np.repeat(np.arange(len(terms)), lengths)
-            lengths = np.bincount(owner[keep], minlength=len(terms))
-            classes, weights = classes[keep], weights[keep]
-        return classes, weights, lengths
+        weights = smoothing.posting_weight(counts, discounts, derived.denominator[state.arena.cls[index]], background)
+        return np.maximum(weights, 0.0)  # a fully discounted entry adds nothing (guards -0.0 and round-off)
 
     # ------------------------------------------------------------ the kernel
-    def _joint_log_scores(self, prepared: Sequence[PreparedDoc]) -> np.ndarray:
+    def _joint_log_scores(self, batch: PreparedBatch) -> np.ndarray:
         state = self.state
         derived = self.class_terms()
-        n_docs, n_classes = len(prepared), state.classes.capacity
-        if n_docs == 1:
-            terms, weights = prepared[0].terms, prepared[0].weights
-            owner = np.zeros(len(terms), dtype=np.int64)
-        else:
-            terms = np.concatenate([p.terms for p in prepared]) if prepared else np.zeros(0, dtype=np.int64)
-            weights = np.concatenate([p.weights for p in prepared]) if prepared else np.zeros(0)
-            owner = np.repeat(np.arange(n_docs), [len(p.terms) for p in prepared])
+        n_docs, n_classes = batch.n_docs, state.classes.capacity
+        terms, weights, owner = batch.terms, batch.weights, batch.owner
         length = np.bincount(owner, weights, minlength=n_docs)  # |w|_1
         smooth = np.bincount(owner, weights * np.log(self.background(terms)), minlength=n_docs)
-        classes, posting_weights, lengths = self.postings.gather(terms, state.epoch, self._build_postings)
+        classes, posting_weights, lengths = self.postings.gather(state.arena, terms, state.epoch, self._build_postings)
         contributions = posting_weights * np.repeat(weights, lengths)
         if n_docs == 1:
             matched = np.bincount(classes, contributions, minlength=n_classes)[None, :]
@@ -169,5 +153,5 @@ class MNB(GenerativeTextModel):
     def stats(self) -> dict[str, Any]:
         out = super().stats()
         out["stale_postings_recomputed"] = self.postings.recomputed
-        out["cached_postings"] = self.postings.stored_postings()
+        out["postings"] = self.postings.stored_postings(self.state.arena)
         return out

@@ -48,6 +48,18 @@ def grow(array: np.ndarray, size: int) -> np.ndarray:
     return bigger
 
 
+def scatter_add(target: np.ndarray, index: np.ndarray, values, distinct: bool) -> None:
+    """``target[index] += values`` accumulating repeated indices in order.
+
+    ``distinct`` says the indices do not repeat, where plain fancy indexing is
+    equivalent and several times faster than ``np.add.at``.
+    """
+    if distinct:
+        target[index] += values
+    else:
+        np.add.at(target, index, values)
+
+
 class Interner:
     """Dense integer ids for names (terms or classes), reusing freed ids.
 
@@ -97,6 +109,123 @@ class Interner:
         self.free.append(index)
 
 
+class TermArena:
+    """The entries of each term, contiguous in one array (the inverted index's skeleton).
+
+    Term ``n`` owns ``slot[start[n] : start[n] + length[n]]`` (entry slots) and
+    the parallel ``cls`` (their class ids); each term's region has spare
+    capacity that doubles when full, so appends are amortized O(1) and reading
+    the entries of many terms is a few vectorized gathers. Abandoned regions
+    are garbage until :meth:`compact` runs.
+
+    >>> arena = TermArena()
+    >>> arena.reserve_terms(3)
+    >>> arena.add(np.array([2, 0, 2]), np.array([10, 11, 12]), np.array([5, 6, 7]))
+    >>> index, lengths = arena.ranges(np.array([2, 1, 0]))
+    >>> arena.slot[index].tolist(), lengths.tolist()
+    ([10, 12, 11], [2, 0, 1])
+    >>> arena.remove(2, 10); arena.slot[arena.ranges(np.array([2]))[0]].tolist()
+    [12]
+    """
+
+    def __init__(self) -> None:
+        self.slot = np.zeros(0, dtype=np.int64)
+        self.cls = np.zeros(0, dtype=np.int32)
+        self.start = np.zeros(0, dtype=np.int64)
+        self.length = np.zeros(0, dtype=np.int64)
+        self.capacity = np.zeros(0, dtype=np.int64)
+        self.used = 0
+        self.garbage = 0
+        self.version = 0  # changes whenever regions move
+
+    def reserve_terms(self, count: int) -> None:
+        if count > len(self.start):
+            self.start = grow(self.start, count)
+            self.length = grow(self.length, count)
+            self.capacity = grow(self.capacity, count)
+
+    def ranges(self, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Arena positions of the entries of ``terms`` (concatenated in order) and their lengths."""
+        lengths = self.length[terms]
+        total = int(lengths.sum())
+        ends = np.cumsum(lengths)
+        return np.repeat(self.start[terms] - (ends - lengths), lengths) + np.arange(total), lengths
+
+    def _allocate(self, size: int) -> int:
+        at = self.used
+        self.used += size
+        if self.used > len(self.slot):
+            self.slot = grow(self.slot, self.used)
+            self.cls = grow(self.cls, self.used)
+        return at
+
+    def add(self, terms: np.ndarray, slots: np.ndarray, classes: np.ndarray, distinct: bool = False) -> None:
+        """Append entries (in the given order within each term); ``distinct``: no term repeats."""
+        if not len(terms):
+            return
+        if distinct:
+            unique, first, counts = terms, np.arange(len(terms)), np.ones(len(terms), dtype=np.int64)
+        else:
+            order = np.argsort(terms, kind="stable")
+            terms, slots, classes = terms[order], slots[order], classes[order]
+            unique, first, counts = np.unique(terms, return_index=True, return_counts=True)
+        need = self.length[unique] + counts
+        full = need > self.capacity[unique]
+        if full.any():
+            movers = unique[full]
+            new_capacity = np.maximum(4, 2 ** np.ceil(np.log2(need[full])).astype(np.int64))
+            old_index, old_lengths = self.ranges(movers)
+            base = self._allocate(int(new_capacity.sum()))
+            starts = base + np.cumsum(new_capacity) - new_capacity
+            new_index = np.repeat(starts - (np.cumsum(old_lengths) - old_lengths), old_lengths) + np.arange(len(old_index))
+            self.slot[new_index] = self.slot[old_index]
+            self.cls[new_index] = self.cls[old_index]
+            self.garbage += int(self.capacity[movers].sum())
+            self.start[movers] = starts
+            self.capacity[movers] = new_capacity
+            self.version += 1
+        if distinct:
+            position = self.start[unique] + self.length[unique]
+        else:
+            rank = np.arange(len(terms)) - np.repeat(first, counts)
+            position = np.repeat(self.start[unique] + self.length[unique], counts) + rank
+        self.slot[position] = slots
+        self.cls[position] = classes
+        self.length[unique] = need
+        if self.garbage > 4096 and self.garbage > self.used // 2:
+            self.compact()
+
+    def remove(self, term: int, slot: int) -> None:
+        """Remove one entry (the term's last entry takes its place)."""
+        start, length = int(self.start[term]), int(self.length[term])
+        region = self.slot[start : start + length]
+        where = start + int(np.flatnonzero(region == slot)[0])
+        last = start + length - 1
+        self.slot[where] = self.slot[last]
+        self.cls[where] = self.cls[last]
+        self.length[term] = length - 1
+
+    def compact(self) -> None:
+        """Repack every term's region (capacity = max(4, length)), dropping garbage."""
+        terms = np.flatnonzero(self.capacity)
+        old_index, lengths = self.ranges(terms)
+        capacity = np.maximum(4, lengths)
+        capacity[lengths == 0] = 0
+        starts = np.cumsum(capacity) - capacity
+        new_index = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(len(old_index))
+        slot = np.zeros(int(capacity.sum()), dtype=np.int64)
+        cls = np.zeros(len(slot), dtype=np.int32)
+        slot[new_index] = self.slot[old_index]
+        cls[new_index] = self.cls[old_index]
+        self.slot, self.cls = slot, cls
+        self.start[terms] = starts
+        self.capacity[terms] = capacity
+        self.start[self.capacity == 0] = 0
+        self.used = len(slot)
+        self.garbage = 0
+        self.version += 1
+
+
 class DocRecord:
     """What one live document contributed: enough to remove it exactly.
 
@@ -119,8 +248,9 @@ class DocRecord:
         self.seq = seq
 
 
-#: Weighting callback: (term ids, raw counts) -> weights, read after the document is counted.
-Weigher = Callable[[np.ndarray, np.ndarray], np.ndarray]
+#: Weighting callback: (term ids, raw counts, distinct terms of each term's document) -> weights,
+#: over a batch's concatenated documents, called after the batch is counted.
+Weigher = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 class CountState:
@@ -148,8 +278,7 @@ class CountState:
         self.term_df = np.zeros(0)
         self.term_refs = np.zeros(0, dtype=np.int64)
         self.term_raw = np.zeros(0)
-        self.term_entries = np.zeros(0, dtype=np.int64)  # classes holding the term
-        self.term_slots: list[list[int]] = []
+        self.arena = TermArena()  # term -> its entries; arena.length[n] = classes holding n
         # per (class, term) entry, addressed by slot
         self.ent_class = np.zeros(0, dtype=np.int32)
         self.ent_term = np.zeros(0, dtype=np.int32)
@@ -170,7 +299,9 @@ class CountState:
         self.docs: dict[str, DocRecord] = {}
         self.seq = 0
         self._expiry: list[tuple[float, int, str]] = []
+        self._active: tuple[int, np.ndarray] | None = None
         self.epoch = 0
+        self.class_version = 0  # changes only when a class appears or leaves
         self.pruned_documents = 0
         self.pruned_entries = 0
         self.expired_documents = 0
@@ -184,22 +315,28 @@ class CountState:
         return self.prune_below is not None or self.max_documents is not None
 
     # ------------------------------------------------------------- interning
-    def _term_ids(self, term_keys: Sequence[str]) -> np.ndarray:
-        add = self.terms.add
-        ids = [add(t) for t in term_keys]
-        cap = self.terms.capacity
-        if cap > len(self.term_mass):
-            self.term_mass = grow(self.term_mass, cap)
-            self.term_df = grow(self.term_df, cap)
-            self.term_refs = grow(self.term_refs, cap)
-            self.term_raw = grow(self.term_raw, cap)
-            self.term_entries = grow(self.term_entries, cap)
-        while len(self.term_slots) < cap:
-            self.term_slots.append([])
+    def _term_ids(self, term_keys: list[str]) -> np.ndarray:
+        get = self.terms.ids.get
+        ids = list(map(get, term_keys))
+        if None in ids:
+            add = self.terms.add
+            for key in dict.fromkeys(k for k, i in zip(term_keys, ids) if i is None):
+                add(key)
+            ids = list(map(get, term_keys))
+            cap = self.terms.capacity
+            if cap > len(self.term_mass):
+                self.term_mass = grow(self.term_mass, cap)
+                self.term_df = grow(self.term_df, cap)
+                self.term_refs = grow(self.term_refs, cap)
+                self.term_raw = grow(self.term_raw, cap)
+                self.arena.reserve_terms(cap)
         return np.array(ids, dtype=np.int64)
 
     def _class_ids(self, class_keys: Iterable[str]) -> tuple[int, ...]:
+        known = len(self.classes)
         ids = tuple(self.classes.add(c) for c in class_keys)
+        if len(self.classes) != known:
+            self.class_version += 1
         cap = self.classes.capacity
         if cap > len(self.cls_docs):
             self.cls_docs = grow(self.cls_docs, cap)
@@ -208,52 +345,51 @@ class CountState:
             self.cls_entries = grow(self.cls_entries, cap)
         return ids
 
-    def _new_entry(self, key: int, class_id: int, term_id: int) -> int:
-        if self.ent_free:
-            slot = self.ent_free.pop()
-        else:
-            slot = self.ent_used
-            self.ent_used += 1
-            if slot >= len(self.ent_count):
-                size = slot + 1
-                self.ent_class = grow(self.ent_class, size)
-                self.ent_term = grow(self.ent_term, size)
-                self.ent_count = grow(self.ent_count, size)
-                self.ent_refs = grow(self.ent_refs, size)
-        self.ent_class[slot] = class_id
-        self.ent_term[slot] = term_id
-        self.ent_count[slot] = 0.0
-        self.ent_refs[slot] = 0
-        self.slot_of[key] = slot
-        self.term_slots[term_id].append(slot)
-        self.cls_entries[class_id] += 1
-        if self.term_entries[term_id] == 0:
-            self.n_vocab += 1
-        self.term_entries[term_id] += 1
-        return slot
+    def _new_entries(self, keys: np.ndarray, distinct_terms: bool = False) -> None:
+        """Create zeroed entries for new ``(term << 32 | class)`` keys, in the given order."""
+        count = len(keys)
+        reused = [self.ent_free.pop() for _ in range(min(count, len(self.ent_free)))]
+        fresh = count - len(reused)
+        slots = np.array(reused + list(range(self.ent_used, self.ent_used + fresh)), dtype=np.int64)
+        self.ent_used += fresh
+        if self.ent_used > len(self.ent_count):
+            self.ent_class = grow(self.ent_class, self.ent_used)
+            self.ent_term = grow(self.ent_term, self.ent_used)
+            self.ent_count = grow(self.ent_count, self.ent_used)
+            self.ent_refs = grow(self.ent_refs, self.ent_used)
+        class_ids = keys & 0xFFFFFFFF
+        term_ids = keys >> 32
+        self.ent_class[slots] = class_ids
+        self.ent_term[slots] = term_ids
+        self.ent_count[slots] = 0.0
+        self.ent_refs[slots] = 0
+        self.slot_of.update(zip(keys.tolist(), slots.tolist()))
+        np.add.at(self.cls_entries, class_ids, 1)
+        unique_terms = term_ids if distinct_terms else np.unique(term_ids)
+        self.n_vocab += int(np.count_nonzero(self.arena.length[unique_terms] == 0))
+        self.arena.add(term_ids, slots, class_ids.astype(np.int32), distinct_terms)
 
     def _free_entry(self, slot: int) -> None:
         class_id = int(self.ent_class[slot])
         term_id = int(self.ent_term[slot])
         del self.slot_of[(term_id << 32) | class_id]
-        self.term_slots[term_id].remove(slot)
+        self.arena.remove(term_id, slot)
         self.ent_count[slot] = 0.0
         self.ent_refs[slot] = 0
         self.ent_free.append(slot)
         self.cls_entries[class_id] -= 1
         if self.cls_entries[class_id] == 0:
             self.cls_mass[class_id] = 0.0  # exactly: no residue from rounding
-        self.term_entries[term_id] -= 1
-        if self.term_entries[term_id] == 0:
+        if self.arena.length[term_id] == 0:
             self.n_vocab -= 1
             self.term_mass[term_id] = 0.0
         if not self.slot_of:
             self.total_mass = 0.0
 
     # ------------------------------------------------------------ learning
-    def add_document(self, doc_id: str, class_keys: Sequence[str], term_keys: Sequence[str],
-                     raw_counts: Sequence[float], ts: float | None, weigh: Weigher | None) -> DocRecord | None:
-        """Count one document under each of ``class_keys``.
+    def add_document(self, doc_id: str, class_keys: Sequence[str], term_keys: list[str], raw_counts: np.ndarray,
+                     ts: float | None, weigh: Weigher | None) -> DocRecord | None:
+        """Count one document under each of ``class_keys`` (a batch of one).
 
         ``weigh`` maps (term ids, raw counts) to the weights actually learned,
         called after the document is counted in the document frequencies (so a
@@ -261,84 +397,133 @@ class CountState:
         Returns the stored record, or ``None`` if the document is already too
         old to weigh anything (it underflows under decay).
         """
-        assert doc_id not in self.docs, "caller removes an existing id first"
-        half_lives = self.clock.observe(ts)
-        if half_lives:
-            self._rebase(half_lives)
-        factor = self.clock.factor(ts)
-        if factor * self.clock.scale() < _UNDERFLOW:
-            self.expired_documents += 1
-            return None
-        record = self._count_document(doc_id, class_keys, term_keys, raw_counts, ts, factor)
-        if weigh is not None:
-            record.weights = weigh(record.terms, record.raw)
-        self._add_contributions(record, +1)
-        self.epoch += 1
-        self._prune()
-        return record
+        return self.add_documents([(doc_id, class_keys, term_keys, raw_counts, ts)], weigh)[0]
 
-    def add_documents(self, items: Sequence[tuple[str, Sequence[str], Sequence[str], Sequence[float], float | None]],
+    def add_documents(self, items: Sequence[tuple[str, Sequence[str], list[str], np.ndarray, float | None]],
                       weigh: Weigher | None) -> list[DocRecord | None]:
-        """Learn a batch at once: every document is counted before any is weighted.
+        """Learn a batch: every document is counted before any is weighted.
 
-        With IDF weighting the whole batch then sees the IDF after counting the
-        batch, so a batch fit from an empty model equals batch TF-IDF. Ids must
-        be new and distinct (the caller resolves re-learning first).
+        ``items`` are ``(doc id, class keys, distinct term keys, raw counts, ts)``.
+        With IDF weighting the whole batch sees the IDF after counting the
+        batch, so a batch fit from an empty model equals batch TF-IDF. Without
+        it the result is bitwise the same as adding the documents one by one:
+        every sum is accumulated in document order. Ids must be new and
+        distinct (the caller resolves re-learning first).
         """
-        records: list[DocRecord | None] = []
-        for doc_id, class_keys, term_keys, raw_counts, ts in items:
-            half_lives = self.clock.observe(ts)
+        clock = self.clock
+        for item in items:
+            half_lives = clock.observe(item[4])
             if half_lives:
                 self._rebase(half_lives)
-        for doc_id, class_keys, term_keys, raw_counts, ts in items:
-            factor = self.clock.factor(ts)
-            if factor * self.clock.scale() < _UNDERFLOW:
+        scale = clock.scale()
+        records: list[DocRecord | None] = [None] * len(items)
+        kept, factors = [], []
+        for position, item in enumerate(items):
+            factor = clock.factor(item[4])
+            if factor * scale < _UNDERFLOW:
                 self.expired_documents += 1
-                records.append(None)
-                continue
-            records.append(self._count_document(doc_id, class_keys, term_keys, raw_counts, ts, factor))
-        for record in records:
-            if record is not None:
-                if weigh is not None:
-                    record.weights = weigh(record.terms, record.raw)
-                self._add_contributions(record, +1)
+            else:
+                kept.append(position)
+                factors.append(factor)
+        if not kept:
+            return records
+        batch = [items[p] for p in kept]
+        single = len(batch) == 1  # one document: its terms are distinct
+        # -- count: document frequencies, raw counts (Kneser-Ney), documents per class
+        lengths = np.array([len(item[2]) for item in batch], dtype=np.int64)
+        terms = self._term_ids(batch[0][2] if single else [t for item in batch for t in item[2]])
+        raw = (np.asarray(batch[0][3], dtype=np.float64) if single
+               else np.concatenate([np.asarray(item[3], dtype=np.float64) for item in batch]))
+        factor_of = np.array(factors)
+        owner = np.repeat(np.arange(len(batch)), lengths)  # document of each term position
+        term_factor = factor_of[owner]
+        touched = terms if single else np.unique(terms)
+        old_raw = self.term_raw[touched]
+        scatter_add(self.term_df, terms, term_factor, single)
+        scatter_add(self.term_refs, terms, 1, single)
+        scatter_add(self.term_raw, terms, raw, single)
+        self._update_kn(old_raw, self.term_raw[touched])
+        ends = np.cumsum(lengths).tolist()
+        begins = [0] + ends[:-1]
+        pair_doc, pair_class = [], []  # one (document, class) pair per class a document counts under
+        new_records = []
+        for index, (position, item, factor, begin, end) in enumerate(zip(kept, batch, factors, begins, ends)):
+            doc_id, class_keys, _, _, ts = item
+            classes = self._class_ids(class_keys)
+            self.total_docs += factor
+            self.n_docs += 1
+            for c in classes:
+                self.cls_docs[c] += factor
+                self.cls_refs[c] += 1
+                self.class_docs_total += factor
+                pair_doc.append(index)
+                pair_class.append(c)
+            self.seq += 1
+            record = DocRecord(classes, terms[begin:end], None, raw[begin:end], factor, clock.event_time(ts), self.seq)
+            self.docs[doc_id] = record
+            if self._track_expiry():
+                heapq.heappush(self._expiry, (factor, self.seq, doc_id))
+            records[position] = record
+            new_records.append(record)
+        # -- weigh (after counting the whole batch), then add the contributions
+        weights = raw if weigh is None else weigh(terms, raw, lengths[owner])
+        for record, begin, end in zip(new_records, begins, ends):
+            record.weights = weights[begin:end]
+        self._add_contributions(terms, weights * term_factor, owner, lengths, begins,
+                                np.array(pair_doc, dtype=np.int64), np.array(pair_class, dtype=np.int64), single)
         self.epoch += 1
         self._prune()
         return records
+
+    def _add_contributions(self, terms: np.ndarray, contrib: np.ndarray, owner: np.ndarray, lengths: np.ndarray,
+                           begins: list[int], pair_doc: np.ndarray, pair_class: np.ndarray, single: bool) -> None:
+        """Add each document's ``contrib`` (concatenated) under each of its classes, in document order."""
+        doc_mass = np.bincount(owner, contrib, minlength=len(lengths))
+        if len(pair_doc) == len(lengths):  # every document has one class: no replication needed
+            pair_terms, pair_contrib = terms, contrib
+            pair_of_term = pair_class[owner]
+        else:
+            pair_lengths = lengths[pair_doc]
+            position = (np.repeat(np.array(begins, dtype=np.int64)[pair_doc] - (np.cumsum(pair_lengths) - pair_lengths),
+                                  pair_lengths) + np.arange(int(pair_lengths.sum())))
+            pair_terms, pair_contrib = terms[position], contrib[position]
+            pair_of_term = np.repeat(pair_class, pair_lengths)
+        nonzero = pair_contrib != 0.0
+        if not nonzero.all():  # zero weights (IDF 0) make no entries
+            pair_terms, pair_contrib, pair_of_term = pair_terms[nonzero], pair_contrib[nonzero], pair_of_term[nonzero]
+        distinct_keys = single  # one document: (term, class) keys never repeat
+        distinct_terms = single and len(pair_doc) == 1
+        if len(pair_terms):
+            keys = (pair_terms << 32) | pair_of_term
+            get = self.slot_of.get
+            key_list = keys.tolist()
+            slots = list(map(get, key_list))
+            if None in slots:
+                missing = np.fromiter((k for k, s in zip(key_list, slots) if s is None), dtype=np.int64)
+                if not distinct_keys:
+                    unique_missing, first_seen = np.unique(missing, return_index=True)
+                    missing = unique_missing[np.argsort(first_seen)]  # creation order = document order
+                self._new_entries(missing, distinct_terms)
+                slots = list(map(get, key_list))
+            index = np.array(slots, dtype=np.int64)
+            scatter_add(self.ent_count, index, pair_contrib, distinct_keys)
+            scatter_add(self.ent_refs, index, 1, distinct_keys)
+            scatter_add(self.term_mass, pair_terms, pair_contrib, distinct_terms)
+        masses = doc_mass[pair_doc]
+        scatter_add(self.cls_mass, pair_class, masses, len(pair_class) == 1)
+        total = self.total_mass
+        for mass in masses.tolist():
+            total += mass
+        self.total_mass = total
 
     def remove_document(self, doc_id: str) -> DocRecord | None:
         """Unlearn a live document exactly; ``None`` if the id is not live."""
         record = self.docs.pop(doc_id, None)
         if record is None:
             return None
-        self._add_contributions(record, -1)
+        self._remove_contributions(record)
         self._uncount_document(record)
         self.epoch += 1
-        return record
-
-    def _count_document(self, doc_id: str, class_keys: Sequence[str], term_keys: Sequence[str],
-                        raw_counts: Sequence[float], ts: float | None, factor: float) -> DocRecord:
-        terms = self._term_ids(term_keys)
-        raw = np.asarray(raw_counts, dtype=np.float64)
-        classes = self._class_ids(class_keys)
-        self.term_df[terms] += factor
-        self.term_refs[terms] += 1
-        old_raw = self.term_raw[terms]
-        new_raw = old_raw + raw
-        self.term_raw[terms] = new_raw
-        self._update_kn(old_raw, new_raw)
-        self.total_docs += factor
-        self.n_docs += 1
-        # raw counts double as the weights until a weigher replaces them
-        for c in classes:
-            self.cls_docs[c] += factor
-            self.cls_refs[c] += 1
-            self.class_docs_total += factor
-        self.seq += 1
-        record = DocRecord(classes, terms, raw, raw, factor, self.clock.event_time(ts), self.seq)
-        self.docs[doc_id] = record
-        if self._track_expiry():
-            heapq.heappush(self._expiry, (factor, self.seq, doc_id))
         return record
 
     def _uncount_document(self, record: DocRecord) -> None:
@@ -356,7 +541,7 @@ class CountState:
         self.term_raw[terms] = new_raw
         self._update_kn(old_raw, new_raw)
         for t in terms[dead].tolist():
-            assert not self.term_slots[t], "a term without documents has no entries"
+            assert self.arena.length[t] == 0, "a term without documents has no entries"
             self.term_mass[t] = 0.0
             self.terms.remove(t)
         self.n_docs -= 1
@@ -369,6 +554,7 @@ class CountState:
                 self.cls_docs[c] = 0.0
                 self.cls_mass[c] = 0.0
                 self.classes.remove(c)
+                self.class_version += 1
             else:
                 self.cls_docs[c] = max(self.cls_docs[c] - factor, 0.0)
         if self.n_docs == 0:
@@ -379,45 +565,32 @@ class CountState:
         self.n1 += int(np.count_nonzero(new_raw == 1.0)) - int(np.count_nonzero(old_raw == 1.0))
         self.n2 += int(np.count_nonzero(new_raw == 2.0)) - int(np.count_nonzero(old_raw == 2.0))
 
-    def _add_contributions(self, record: DocRecord, sign: int) -> None:
+    def _remove_contributions(self, record: DocRecord) -> None:
         weights, terms = record.weights, record.terms
         nonzero = weights != 0.0
-        if not nonzero.all():  # zero weights (IDF 0) make no entries
+        if not nonzero.all():
             weights, terms = weights[nonzero], terms[nonzero]
-        contrib = weights * record.factor
-        if len(terms) == 0:
+        if not len(terms):
             return
+        contrib = weights * record.factor
         mass = float(contrib.sum())
-        term_list = terms.tolist()
+        shifted = (terms << 32).tolist()
         for c in record.classes:
-            keys = [(t << 32) | c for t in term_list]
-            if sign > 0:
-                slots = list(map(self.slot_of.get, keys))
-                if None in slots:
-                    for i, slot in enumerate(slots):
-                        if slot is None:
-                            slots[i] = self._new_entry(keys[i], c, term_list[i])
-                index = np.array(slots, dtype=np.int64)
-                self.ent_count[index] += contrib
-                self.ent_refs[index] += 1
-                self.cls_mass[c] += mass
-                self.term_mass[terms] += contrib
-                self.total_mass += mass
-            else:
-                index = np.fromiter(map(self.slot_of.__getitem__, keys), dtype=np.int64, count=len(keys))
-                counts = self.ent_count[index] - contrib
-                refs = self.ent_refs[index] - 1
-                np.maximum(counts, 0.0, out=counts)
-                counts[refs == 0] = 0.0
-                self.ent_count[index] = counts
-                self.ent_refs[index] = refs
-                for slot in index[refs == 0].tolist():
-                    self._free_entry(slot)
-                self.cls_mass[c] = max(self.cls_mass[c] - mass, 0.0)
-                term_mass = self.term_mass[terms] - contrib
-                np.maximum(term_mass, 0.0, out=term_mass)
-                self.term_mass[terms] = term_mass
-                self.total_mass = max(self.total_mass - mass, 0.0)
+            index = np.fromiter(map(self.slot_of.__getitem__, [k | c for k in shifted]), dtype=np.int64,
+                                count=len(shifted))
+            counts = self.ent_count[index] - contrib
+            refs = self.ent_refs[index] - 1
+            np.maximum(counts, 0.0, out=counts)
+            counts[refs == 0] = 0.0
+            self.ent_count[index] = counts
+            self.ent_refs[index] = refs
+            for slot in index[refs == 0].tolist():
+                self._free_entry(slot)
+            self.cls_mass[c] = max(self.cls_mass[c] - mass, 0.0)
+            term_mass = self.term_mass[terms] - contrib
+            np.maximum(term_mass, 0.0, out=term_mass)
+            self.term_mass[terms] = term_mass
+            self.total_mass = max(self.total_mass - mass, 0.0)
 
     # ----------------------------------------------------- decay and memory
     def _rebase(self, half_lives: int) -> None:
@@ -475,6 +648,9 @@ class CountState:
         return min(max(value, 1e-6), 1.0)
 
     def active_classes(self) -> np.ndarray:
-        """Ids of classes with at least one live document."""
-        return np.flatnonzero(self.cls_refs[: self.classes.capacity] > 0)
+        """Ids of classes with at least one live document (ascending)."""
+        cached = self._active
+        if cached is None or cached[0] != self.class_version:
+            cached = self._active = (self.class_version, np.flatnonzero(self.cls_refs[: self.classes.capacity] > 0))
+        return cached[1]
 

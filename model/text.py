@@ -5,17 +5,20 @@ term -> count supplied by the caller (already tokenized upstream).
 """
 from __future__ import annotations
 
-import math
-import re
+import string
 from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping, Union
 
+import numpy as np
+
 Document = Union[str, Mapping[str, float]]
 
-# Letters and digits, keeping inner apostrophes ("don't") and dots/commas inside
-# numbers ("3.5", "1,000"); everything else separates tokens.
-_DEFAULT_PATTERN = r"\d+(?:[.,]\d+)+|[^\W_]+(?:['’][^\W_]+)*"
+# Tokens are what remains between whitespace once ASCII punctuation and common
+# Unicode punctuation become spaces; apostrophes are dropped ("don't" -> "dont").
+# str.translate + str.split run in C: about 4x faster than a regular expression.
+_SEPARATORS = {ord(c): " " for c in string.punctuation + "“”„‘‚«»‹›—–…·•¡¿\u00a0"}
+_SEPARATORS.update({ord("'"): None, ord("’"): None})
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ class Tokenizer:
     Examples
     --------
     >>> Tokenizer()("Win $1,000 now! Don't wait.")
-    {'win': 1, '1,000': 1, 'now': 1, "don't": 1, 'wait': 1}
+    {'win': 1, '1': 1, '000': 1, 'now': 1, 'dont': 1, 'wait': 1}
     >>> Tokenizer(ngrams=2)("free money free")
     {'free': 2, 'money': 1, 'free money': 1, 'money free': 1}
     """
@@ -53,9 +56,9 @@ class Tokenizer:
     def tokens(self, text: str) -> list[str]:
         if self.lowercase:
             text = text.lower()
-        words = _TOKEN_RE.findall(text)
-        if self.max_token_length:
-            limit = self.max_token_length
+        words = text.translate(_SEPARATORS).split()
+        limit = self.max_token_length
+        if words and max(map(len, words)) > limit:
             words = [w for w in words if len(w) <= limit]
         if self.ngrams == 1:
             return words
@@ -79,28 +82,33 @@ class Tokenizer:
         )
 
 
-_TOKEN_RE = re.compile(_DEFAULT_PATTERN)
 
-
-def term_counts(doc: Document, tokenizer: Tokenizer) -> dict[str, float]:
-    """Counts of one document: tokenized text, or a validated copy of a mapping.
+def term_counts(doc: Document, tokenizer: Tokenizer) -> tuple[list[str], np.ndarray]:
+    """Distinct terms of one document and their counts (tokenized text, or a checked mapping).
 
     Zero counts are dropped; negative, NaN or infinite counts raise ``ValueError``.
 
     >>> term_counts({"a": 2, "b": 0}, Tokenizer())
-    {'a': 2.0}
+    (['a'], array([2.]))
+    >>> term_counts("to be or not to be", Tokenizer())
+    (['to', 'be', 'or', 'not'], array([2., 2., 1., 1.]))
     """
     if isinstance(doc, str):
-        return tokenizer(doc)  # type: ignore[return-value]
+        counts = Counter(tokenizer.tokens(doc))
+        return list(counts), np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
     if not isinstance(doc, Mapping):
         raise TypeError(f"a document is text or a mapping term -> count, got {type(doc).__name__}")
-    out: dict[str, float] = {}
-    for term, count in doc.items():
-        if not isinstance(term, str):
-            raise TypeError(f"terms must be strings, got {term!r}")
-        value = float(count)
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(f"count of {term!r} must be finite and non-negative, got {count!r}")
-        if value > 0:
-            out[term] = value
-    return out
+    terms = list(doc)
+    try:
+        values = np.fromiter(doc.values(), dtype=np.float64, count=len(terms))
+    except (TypeError, ValueError):
+        raise ValueError("term counts must be numbers") from None
+    if set(map(type, terms)) - {str} and not all(isinstance(t, str) for t in terms):
+        raise TypeError("terms must be strings")
+    if not np.isfinite(values).all() or (values < 0).any():
+        raise ValueError("term counts must be finite and non-negative")
+    if not values.all():
+        keep = np.flatnonzero(values)
+        terms = [terms[i] for i in keep.tolist()]
+        values = values[keep]
+    return terms, values

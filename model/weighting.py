@@ -25,15 +25,18 @@ def idf(total_docs: float, term_docs: np.ndarray, ups_idf: float) -> np.ndarray:
     return out
 
 
-def tf(raw: np.ndarray, distinct_terms: int, phi: float) -> np.ndarray:
+def tf(raw: np.ndarray, distinct_terms, phi: float) -> np.ndarray:
     """The TF part: ``log(1 + w'_n / L0**phi) / L0**(1 - phi)`` with ``L0 = |w'|_0``.
+
+    ``distinct_terms`` is ``L0`` of the document, or an array giving it for
+    each term (a batch of concatenated documents).
 
     >>> tf(np.array([1.0, 3.0]), 2, 0.0).round(4)
     array([0.3466, 0.6931])
     """
-    if distinct_terms == 0:
+    if len(raw) == 0:
         return np.zeros(0)
-    length = float(distinct_terms)
+    length = np.asarray(distinct_terms, dtype=np.float64)
     return np.log1p(raw / length**phi) / length ** (1.0 - phi)
 
 

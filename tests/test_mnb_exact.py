@@ -80,7 +80,7 @@ def replay(config, op_list, final_queries):
         kind = op[0]
         if kind == "learn":
             _, doc, labels, ts, doc_id = op
-            key = doc_id if doc_id is not None else model._anonymous_id(doc)
+            key = doc_id if doc_id is not None else model.anonymous_id(doc)
             model.learn_one(doc, labels, ts=ts, id=doc_id)
             reference.learn(doc, labels, ts, key)
         elif kind == "forget":
