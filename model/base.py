@@ -371,6 +371,39 @@ class GenerativeTextModel:
     def predict_labels(self, doc: Document, k: int | None = None, threshold: float | None = None) -> list[str]:
         return self.predict_labels_many([doc], k, threshold)[0]
 
+    # ------------------------------------------------------------ snapshots
+    def to_bytes(self, extra: dict[str, Any] | None = None) -> bytes:
+        """A versioned, pickle-free snapshot of the whole model (see :mod:`model.snapshot`)."""
+        from .snapshot import dumps
+
+        return dumps(self, extra)
+
+    @staticmethod
+    def from_bytes(data: bytes, **limits: Any) -> "GenerativeTextModel":
+        """Rebuild a model from :meth:`to_bytes`; it scores identically and keeps learning."""
+        from .snapshot import loads
+
+        return loads(data, **limits)[0]
+
+    def checksum(self) -> str:
+        """SHA-256 of the model's content, independent of internal layout."""
+        from .snapshot import state_checksum
+
+        return state_checksum(self)
+
+    # Hooks for families with state beyond CountState (all JSON-able / 1-D arrays).
+    def _snapshot_arrays(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def _snapshot_meta(self) -> dict[str, Any]:
+        return {}
+
+    def _restore_extra(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Called after the CountState is restored (caches are already reset)."""
+
+    def _checksum_extra(self) -> bytes:
+        return b""
+
     # ------------------------------------------------------------ stats
     def stats(self) -> dict[str, Any]:
         state = self.state

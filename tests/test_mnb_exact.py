@@ -130,6 +130,50 @@ def test_unlearning_everything_then_relearning_is_exact(config, items, queries):
     check(model, reference, queries)
 
 
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs(), st.lists(ops, min_size=1, max_size=15), st.lists(ops, min_size=0, max_size=10),
+       st.lists(documents, min_size=1, max_size=3))
+def test_snapshot_restore_scores_identically_and_keeps_learning(config, before, after, queries):
+    """A restored model scores bit for bit like the original, and both continue identically."""
+    model, reference = replay(config, before, queries)
+    restored = MNB.from_bytes(model.to_bytes())
+    assert restored.checksum() == model.checksum()
+    if model.state.docs:
+        names_a, a = model.predict_log_proba_many(queries)
+        names_b, b = restored.predict_log_proba_many(queries)
+        assert names_a == names_b
+        np.testing.assert_array_equal(a, b)
+    for op in after:  # the same operations on both
+        for m in (model, restored):
+            if op[0] == "learn":
+                m.learn_one(op[1], op[2], ts=op[3], id=op[4])
+            elif op[0] == "forget":
+                m.forget(op[1])
+        if op[0] == "learn":
+            reference.learn(op[1], op[2], op[3], op[4] if op[4] is not None else model.anonymous_id(op[1]))
+        elif op[0] == "forget":
+            reference.forget(op[1])
+    assert restored.checksum() == model.checksum()
+    check(restored, reference, queries)
+
+
+def test_corrupt_or_foreign_snapshots_are_rejected():
+    from model.snapshot import SnapshotError
+
+    model = MNB("u_jm", beta=0.5)
+    model.learn_one("a b c", "x", id="1")
+    data = bytearray(model.to_bytes())
+    for bad in (b"", b"not a zip", bytes(data[: len(data) // 2])):
+        with pytest.raises(SnapshotError):
+            MNB.from_bytes(bad)
+    flipped = bytearray(data)
+    flipped[len(flipped) // 2] ^= 0xFF  # inside an array payload (stored, not compressed)
+    with pytest.raises(SnapshotError):
+        MNB.from_bytes(bytes(flipped))
+    with pytest.raises(SnapshotError, match="limit"):
+        MNB.from_bytes(bytes(data), max_bytes=100)
+
+
 def test_rebase_keeps_posteriors():
     """Event times spanning hundreds of half-lives force origin shifts; results stay exact."""
     model = MNB("uc_pd_jm_dp", beta=0.3, mu=5.0, delta=0.6, ups=0.3, half_life=1.0)

@@ -1,0 +1,325 @@
+"""Snapshot and restore of a whole model, in a safe, versioned format (not pickle).
+
+A snapshot is a ZIP archive (stored, not compressed) holding ``meta.json``
+and one ``.npy`` file per array. Loading parses JSON and reads arrays with
+``allow_pickle=False``, so a snapshot can never execute code; sizes, dtypes,
+shapes and a SHA-256 of the content are checked before anything is built, and
+a damaged or oversized snapshot raises :class:`SnapshotError`.
+
+The snapshot keeps the internal layout (slots, ids, free lists, the term
+arena), so a restored model computes bit for bit what the original would and
+keeps learning. :func:`state_checksum` is different: it hashes the model's
+*content* in a canonical order (classes, terms, entries and documents sorted
+by name), so two models that learned the same documents in the same order
+agree even if their internal layouts differ (e.g. one was restored midway).
+
+This module only converts to and from bytes; writing files atomically and
+recording Kafka offsets belongs to :mod:`stream.snapshots`.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from typing import Any
+
+import numpy as np
+
+from .base import GenerativeTextModel
+from .decay import DecayClock
+from .factory import build_model, model_config
+from .state import CountState, DocRecord, Interner, TermArena
+
+FORMAT = "sgm-model-snapshot"
+VERSION = 1
+#: Default ceiling on a snapshot's size (bytes); larger ones are refused.
+DEFAULT_MAX_BYTES = 8 * 1024**3
+
+_ALLOWED_DTYPES = {"<f8", "<i8", "<i4", "|u1", "|b1"}
+
+
+class SnapshotError(ValueError):
+    """A snapshot is corrupt, oversized, of an unknown format, or inconsistent."""
+
+
+# ------------------------------------------------------------------ helpers
+def _pack_strings(names: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings (``None`` allowed) as one UTF-8 blob and offsets; ``None`` has offset -1 length."""
+    encoded = [b"" if n is None else n.encode("utf-8") for n in names]
+    lengths = np.array([-1 if n is None else len(e) for n, e in zip(names, encoded)], dtype=np.int64)
+    blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    return blob, lengths
+
+
+def _unpack_strings(blob: np.ndarray, lengths: np.ndarray) -> list[str | None]:
+    raw = blob.tobytes()
+    out: list[str | None] = []
+    at = 0
+    for length in lengths.tolist():
+        if length < 0:
+            out.append(None)
+            continue
+        out.append(raw[at : at + length].decode("utf-8"))
+        at += length
+    if at != len(raw):
+        raise SnapshotError("string table does not add up")
+    return out
+
+
+def _flatten(parts: list[np.ndarray], dtype) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.array([len(p) for p in parts], dtype=np.int64)
+    flat = np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
+    return flat, lengths
+
+
+def _split(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+    if lengths.sum() != len(flat):
+        raise SnapshotError("ragged array does not add up")
+    return np.split(flat, np.cumsum(lengths)[:-1]) if len(lengths) else []
+
+
+# ------------------------------------------------------------------ encode
+def dumps(model: GenerativeTextModel, extra: dict[str, Any] | None = None) -> bytes:
+    """Serialize ``model`` (and JSON-able ``extra`` metadata, e.g. offsets) to bytes."""
+    state = model.state
+    arrays: dict[str, np.ndarray] = {}
+    n_cls, n_terms, used = state.classes.capacity, state.terms.capacity, state.ent_used
+    arrays["class_names"], arrays["class_name_lengths"] = _pack_strings(state.classes.names)
+    arrays["class_free"] = np.array(state.classes.free, dtype=np.int64)
+    arrays["term_names"], arrays["term_name_lengths"] = _pack_strings(state.terms.names)
+    arrays["term_free"] = np.array(state.terms.free, dtype=np.int64)
+    for name in ("cls_docs", "cls_mass", "cls_refs", "cls_entries"):
+        arrays[name] = np.ascontiguousarray(getattr(state, name)[:n_cls])
+    for name in ("term_mass", "term_df", "term_refs", "term_raw"):
+        arrays[name] = np.ascontiguousarray(getattr(state, name)[:n_terms])
+    for name in ("ent_class", "ent_term", "ent_count", "ent_refs"):
+        arrays[name] = np.ascontiguousarray(getattr(state, name)[:used])
+    arrays["ent_free"] = np.array(state.ent_free, dtype=np.int64)
+    arena = state.arena
+    arrays["arena_slot"] = arena.slot[: arena.used].copy()
+    arrays["arena_cls"] = arena.cls[: arena.used].copy()
+    for name in ("start", "length", "capacity"):
+        arrays[f"arena_{name}"] = getattr(arena, name)[:n_terms].copy()
+    records = list(state.docs.items())
+    arrays["doc_ids"], arrays["doc_id_lengths"] = _pack_strings([d for d, _ in records])
+    arrays["doc_classes"], arrays["doc_class_counts"] = _flatten([np.array(r.classes, dtype=np.int64) for _, r in records], np.int64)
+    arrays["doc_terms"], arrays["doc_term_counts"] = _flatten([r.terms for _, r in records], np.int64)
+    arrays["doc_weights"], _ = _flatten([r.weights for _, r in records], np.float64)
+    arrays["doc_raw"], _ = _flatten([r.raw for _, r in records], np.float64)
+    arrays["doc_factor"] = np.array([r.factor for _, r in records], dtype=np.float64)
+    arrays["doc_ts"] = np.array([r.ts for _, r in records], dtype=np.float64)
+    arrays["doc_seq"] = np.array([r.seq for _, r in records], dtype=np.int64)
+    arrays.update(model._snapshot_arrays())
+    scalars = {
+        name: getattr(state, name)
+        for name in ("total_mass", "total_docs", "class_docs_total", "n_docs", "n_vocab", "n1", "n2", "seq",
+                     "ent_used", "pruned_documents", "pruned_entries", "expired_documents", "class_version")
+    }
+    scalars.update(arena_used=arena.used, arena_garbage=arena.garbage)
+    digest = hashlib.sha256()
+    buffers: dict[str, bytes] = {}
+    for name in sorted(arrays):
+        out = io.BytesIO()
+        np.save(out, arrays[name], allow_pickle=False)
+        buffers[name] = out.getvalue()
+        digest.update(name.encode())
+        digest.update(buffers[name])
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "config": model_config(model),
+        "clock": state.clock.to_dict(),
+        "scalars": scalars,
+        "model_extra": model._snapshot_meta(),
+        "extra": extra or {},
+        "arrays": sorted(arrays),
+        "content_sha256": digest.hexdigest(),
+        "state_checksum": state_checksum(model),
+    }
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as archive:
+        archive.writestr("meta.json", json.dumps(meta, sort_keys=True, allow_nan=True))
+        for name, data in buffers.items():
+            archive.writestr(f"{name}.npy", data)
+    return out.getvalue()
+
+
+# ------------------------------------------------------------------ decode
+def read_meta(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
+    """The header of a snapshot (format, config, extra metadata) without building the model."""
+    return _open(data, max_bytes)[1]
+
+
+def _open(data: bytes, max_bytes: int) -> tuple[zipfile.ZipFile, dict[str, Any]]:
+    if len(data) > max_bytes:
+        raise SnapshotError(f"snapshot is {len(data)} bytes, above the {max_bytes}-byte limit")
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        infos = archive.infolist()
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise SnapshotError(f"not a snapshot archive: {exc}") from None
+    if sum(i.file_size for i in infos) > max_bytes:
+        raise SnapshotError("snapshot content exceeds the size limit")
+    try:
+        meta = json.loads(archive.read("meta.json"))
+    except (KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise SnapshotError(f"snapshot header unreadable: {exc}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise SnapshotError("not an sgm model snapshot")
+    if meta.get("version") != VERSION:
+        raise SnapshotError(f"snapshot version {meta.get('version')!r} is not supported (this build reads {VERSION})")
+    return archive, meta
+
+
+def loads(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[GenerativeTextModel, dict[str, Any]]:
+    """Rebuild a model from :func:`dumps` output; returns ``(model, extra)``."""
+    archive, meta = _open(data, max_bytes)
+    digest = hashlib.sha256()
+    arrays: dict[str, np.ndarray] = {}
+    try:
+        for name in meta["arrays"]:
+            raw = archive.read(f"{name}.npy")
+            digest.update(name.encode())
+            digest.update(raw)
+            array = np.load(io.BytesIO(raw), allow_pickle=False)
+            if array.dtype.str not in _ALLOWED_DTYPES or array.ndim != 1:
+                raise SnapshotError(f"array {name!r} has an unexpected type {array.dtype.str} / shape {array.shape}")
+            arrays[name] = array
+    except (KeyError, ValueError, zipfile.BadZipFile, OSError) as exc:
+        if isinstance(exc, SnapshotError):
+            raise
+        raise SnapshotError(f"snapshot content unreadable: {exc}") from None
+    if digest.hexdigest() != meta.get("content_sha256"):
+        raise SnapshotError("snapshot content does not match its checksum (corrupt or tampered)")
+    try:
+        model = _rebuild(meta, arrays)
+    except SnapshotError:
+        raise
+    except (KeyError, IndexError, ValueError, TypeError, AssertionError) as exc:
+        raise SnapshotError(f"snapshot is inconsistent: {exc!r}") from None
+    if state_checksum(model) != meta.get("state_checksum"):
+        raise SnapshotError("restored model does not match the snapshot's state checksum")
+    return model, meta.get("extra", {})
+
+
+def _interner(names: list[str | None], free: np.ndarray) -> Interner:
+    interner = Interner()
+    interner.names = names
+    interner.ids = {name: i for i, name in enumerate(names) if name is not None}
+    interner.free = free.tolist()
+    if len(interner.ids) + len(interner.free) != len(names):
+        raise SnapshotError("id table and free list disagree")
+    return interner
+
+
+def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> GenerativeTextModel:
+    model = build_model(meta["config"])
+    state: CountState = model.state
+    state.clock = DecayClock.from_dict(meta["clock"])
+    state.classes = _interner(_unpack_strings(a["class_names"], a["class_name_lengths"]), a["class_free"])
+    state.terms = _interner(_unpack_strings(a["term_names"], a["term_name_lengths"]), a["term_free"])
+    n_cls, n_terms = state.classes.capacity, state.terms.capacity
+    for name in ("cls_docs", "cls_mass", "cls_refs", "cls_entries"):
+        value = a[name]
+        if len(value) != n_cls:
+            raise SnapshotError(f"{name} has {len(value)} rows for {n_cls} classes")
+        setattr(state, name, value.copy())
+    for name in ("term_mass", "term_df", "term_refs", "term_raw"):
+        value = a[name]
+        if len(value) != n_terms:
+            raise SnapshotError(f"{name} has {len(value)} rows for {n_terms} terms")
+        setattr(state, name, value.copy())
+    used = len(a["ent_count"])
+    for name in ("ent_class", "ent_term", "ent_count", "ent_refs"):
+        if len(a[name]) != used:
+            raise SnapshotError("entry arrays differ in length")
+        setattr(state, name, a[name].copy())
+    if used and (a["ent_class"].max() >= max(n_cls, 1) or a["ent_term"].max() >= max(n_terms, 1)):
+        raise SnapshotError("an entry refers to an unknown class or term")
+    state.ent_free = a["ent_free"].tolist()
+    live = np.flatnonzero(state.ent_refs > 0)
+    keys = (state.ent_term[live].astype(np.int64) << 32) | state.ent_class[live].astype(np.int64)
+    state.slot_of = dict(zip(keys.tolist(), live.tolist()))
+    arena = TermArena()
+    arena.slot, arena.cls = a["arena_slot"].copy(), a["arena_cls"].copy()
+    arena.start, arena.length, arena.capacity = a["arena_start"].copy(), a["arena_length"].copy(), a["arena_capacity"].copy()
+    arena.used = len(arena.slot)
+    state.arena = arena
+    if (arena.start + arena.capacity > arena.used).any() or (arena.length > arena.capacity).any():
+        raise SnapshotError("term arena regions out of bounds")
+    ids = _unpack_strings(a["doc_ids"], a["doc_id_lengths"])
+    classes = _split(a["doc_classes"], a["doc_class_counts"])
+    terms = _split(a["doc_terms"], a["doc_term_counts"])
+    weights = _split(a["doc_weights"], a["doc_term_counts"])
+    raws = _split(a["doc_raw"], a["doc_term_counts"])
+    state.docs = {}
+    for i, doc_id in enumerate(ids):
+        if doc_id is None:
+            raise SnapshotError("a document without id")
+        record = DocRecord(tuple(classes[i].tolist()), terms[i], weights[i], raws[i], float(a["doc_factor"][i]),
+                           float(a["doc_ts"][i]), int(a["doc_seq"][i]))
+        state.docs[doc_id] = record
+    scalars = meta["scalars"]
+    for name in ("total_mass", "total_docs", "class_docs_total", "n_docs", "n_vocab", "n1", "n2", "seq", "ent_used",
+                 "pruned_documents", "pruned_entries", "expired_documents", "class_version"):
+        setattr(state, name, scalars[name])
+    arena.garbage = scalars["arena_garbage"]
+    if state.n_docs != len(state.docs) or state.ent_used != used:
+        raise SnapshotError("document or entry counts disagree with the header")
+    state.rebuild_expiry()
+    state._active = None
+    state.epoch += 1
+    model._names = None
+    model._init_caches()
+    model._restore_extra(meta.get("model_extra") or {}, a)
+    return model
+
+
+# ------------------------------------------------------------------ checksum
+def state_checksum(model: GenerativeTextModel) -> str:
+    """SHA-256 of the model's content in canonical order (independent of internal layout).
+
+    Covers the configuration, the clock, every class/term/entry value and
+    every live document (id, classes, terms, weights, raw counts, decay
+    factor, event time, sequence number), floats by their exact bits.
+    Counters of pruned or expired documents are metrics, not content.
+    """
+    state = model.state
+    digest = hashlib.sha256()
+    digest.update(json.dumps({"config": model_config(model), "clock": state.clock.to_dict()}, sort_keys=True).encode())
+    class_names = state.classes.names
+    term_names = state.terms.names
+    live_classes = [i for i, n in enumerate(class_names) if n is not None]
+    live_terms = [i for i, n in enumerate(term_names) if n is not None]
+    class_order = sorted(live_classes, key=class_names.__getitem__)
+    term_order = sorted(live_terms, key=term_names.__getitem__)
+    class_rank = np.full(max(state.classes.capacity, 1), -1, dtype=np.int64)
+    class_rank[class_order] = np.arange(len(class_order))
+    term_rank = np.full(max(state.terms.capacity, 1), -1, dtype=np.int64)
+    term_rank[term_order] = np.arange(len(term_order))
+    digest.update(json.dumps([class_names[i] for i in class_order]).encode())
+    digest.update(json.dumps([term_names[i] for i in term_order]).encode())
+    co, to = np.array(class_order, dtype=np.int64), np.array(term_order, dtype=np.int64)
+    for name in ("cls_docs", "cls_mass", "cls_refs"):
+        digest.update(getattr(state, name)[co].tobytes())
+    for name in ("term_mass", "term_df", "term_refs", "term_raw"):
+        digest.update(getattr(state, name)[to].tobytes())
+    live = np.flatnonzero(state.ent_refs[: state.ent_used] > 0)
+    ent_c = class_rank[state.ent_class[live]]
+    ent_t = term_rank[state.ent_term[live]]
+    order = np.lexsort((ent_t, ent_c))
+    for values in (ent_c[order], ent_t[order], state.ent_count[live][order], state.ent_refs[live][order].astype(np.int64)):
+        digest.update(np.ascontiguousarray(values).tobytes())
+    scalars = [state.total_mass, state.total_docs, state.class_docs_total, state.n_docs, state.seq]
+    digest.update(json.dumps(scalars).encode())
+    for doc_id in sorted(state.docs):
+        record = state.docs[doc_id]
+        digest.update(doc_id.encode("utf-8") + b"\0")
+        digest.update(np.sort(class_rank[list(record.classes)]).tobytes())
+        digest.update(term_rank[record.terms].tobytes())
+        digest.update(np.ascontiguousarray(record.weights, dtype=np.float64).tobytes())
+        digest.update(np.ascontiguousarray(record.raw, dtype=np.float64).tobytes())
+        digest.update(np.array([record.factor, record.ts], dtype=np.float64).tobytes() + record.seq.to_bytes(8, "little"))
+    digest.update(model._checksum_extra())
+    return digest.hexdigest()
