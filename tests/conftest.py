@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+pytest_plugins = ["tests.kafka_fixtures"]
 
 #: The shared public datasets (JSON Lines). Tests that read them skip cleanly where absent.
 DATA_DIR = Path(os.environ.get("SGM_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
