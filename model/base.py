@@ -174,12 +174,15 @@ class GenerativeTextModel:
         return True
 
     def learn_many(self, docs: Iterable[Document], labels: Iterable[Labels], ts: Iterable[float | None] | None = None,
-                   ids: Iterable[str | None] | None = None) -> int:
-        """Learn a batch at once; returns how many documents changed the model.
+                   ids: Iterable[str | None] | None = None, *, sequential: bool = False) -> int:
+        """Learn a batch; returns how many documents changed the model.
 
-        With TF-IDF weighting the batch is counted before it is weighted
-        (batch TF-IDF, MODEL.md section 3); otherwise the result equals
-        learning the documents one at a time in order.
+        By default TF-IDF weighting counts the whole batch before weighting it
+        (batch TF-IDF, MODEL.md section 3). With ``sequential=True`` the result
+        is bitwise identical to calling :meth:`learn_one` on each document in
+        order, whatever the batch boundaries: the streaming service relies on
+        this so that replicas and restarted processes agree exactly. Without
+        learn-time IDF and without a memory bound both modes are the same.
         """
         docs, labels = list(docs), list(labels)
         if len(docs) != len(labels):
@@ -188,6 +191,9 @@ class GenerativeTextModel:
         id_list = [None] * len(docs) if ids is None else list(ids)
         if not (len(ts_list) == len(id_list) == len(docs)):
             raise ValueError("ts and ids must match docs in length")
+        if sequential and (self._training_weigher() is not None or self.state._track_expiry()):
+            # learn-time IDF and pruning depend on every earlier document: no batching
+            return sum(self.learn_one(d, l, t, i) for d, l, t, i in zip(docs, labels, ts_list, id_list))
         changed = 0
         batch: list[tuple] = []
         in_batch: set[str] = set()
@@ -195,14 +201,16 @@ class GenerativeTextModel:
             classes = self._class_keys(label)
             terms, raw = term_counts(doc, self.tokenizer)
             key = self._anonymous_id(terms, raw) if doc_id is None else str(doc_id)
-            if key in in_batch:  # a repeated id: keep sequential semantics
+            record = self.state.docs.get(key)
+            if key in in_batch or record is not None:
+                # a repeated or known id: flush first so it is handled where it occurs
                 changed += self._flush(batch)
                 batch, in_batch = [], set()
-            record = self.state.docs.get(key)
-            if record is not None:
-                if self._record_classes(record) == set(classes):
-                    continue
-                self.state.remove_document(key)
+                record = self.state.docs.get(key)
+                if record is not None:
+                    if self._record_classes(record) == set(classes):
+                        continue
+                    self.state.remove_document(key)
             batch.append((key, classes, terms, raw, _ts(t)))
             in_batch.add(key)
         changed += self._flush(batch)

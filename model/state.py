@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .decay import DecayClock
+from .decay import REBASE_AFTER_HALF_LIVES, DecayClock
 
 #: Weights below this (in true units) would underflow when rescaled; such documents expire.
 _UNDERFLOW = 1e-280
@@ -411,6 +411,9 @@ class CountState:
         distinct (the caller resolves re-learning first).
         """
         clock = self.clock
+        split = self._first_rebase(items)
+        if split:  # learn what comes before the rebase with the old origin, as one by one would
+            return self.add_documents(items[:split], weigh) + self.add_documents(items[split:], weigh)
         for item in items:
             half_lives = clock.observe(item[4])
             if half_lives:
@@ -474,6 +477,22 @@ class CountState:
         self.epoch += 1
         self._prune()
         return records
+
+    def _first_rebase(self, items: Sequence[tuple]) -> int | None:
+        """Index of the first item whose event time moves the decay origin (None: no rebase)."""
+        clock = self.clock
+        if clock.half_life is None:
+            return None
+        now, origin = clock.now, clock.origin
+        for index, item in enumerate(items):
+            t = clock.event_time(item[4]) if item[4] is None else float(item[4])
+            if origin is None:
+                origin = t
+            if now is None or t > now:
+                now = t
+            if (now - origin) / clock.half_life > REBASE_AFTER_HALF_LIVES:
+                return index
+        return None
 
     def _add_contributions(self, terms: np.ndarray, contrib: np.ndarray, owner: np.ndarray, lengths: np.ndarray,
                            begins: list[int], pair_doc: np.ndarray, pair_class: np.ndarray, single: bool) -> None:

@@ -157,6 +157,28 @@ def test_snapshot_restore_scores_identically_and_keeps_learning(config, before, 
     check(restored, reference, queries)
 
 
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs(), st.lists(st.tuples(documents, label_sets, st.one_of(st.none(), st.floats(0.0, 400.0)),
+                                     st.sampled_from(["d1", "d2", "d3", "d4", "d5", "d6", "d7", None])),
+                           min_size=1, max_size=20),
+       st.lists(st.integers(1, 6), min_size=1, max_size=8))
+def test_sequential_batches_equal_one_by_one(config, items, cuts):
+    """learn_many(sequential=True) is bitwise learn_one in order, whatever the batch cuts."""
+    spec, params, half_life, multilabel = config
+    one = MNB(spec, half_life=None if half_life is None else half_life / 8, multilabel=multilabel, **params)
+    batched = MNB(spec, half_life=None if half_life is None else half_life / 8, multilabel=multilabel, **params)
+    for doc, labels, ts, doc_id in items:
+        one.learn_one(doc, labels, ts=ts, id=doc_id)
+    at, cut_index = 0, 0
+    while at < len(items):
+        size = cuts[cut_index % len(cuts)]
+        chunk = items[at : at + size]
+        batched.learn_many([c[0] for c in chunk], [c[1] for c in chunk], [c[2] for c in chunk], [c[3] for c in chunk],
+                           sequential=True)
+        at, cut_index = at + size, cut_index + 1
+    assert batched.checksum() == one.checksum()
+
+
 def test_corrupt_or_foreign_snapshots_are_rejected():
     from model.snapshot import SnapshotError
 
