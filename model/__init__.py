@@ -12,6 +12,7 @@ from .base import GenerativeTextModel, LearnGuardError
 from .factory import build_model, model_config
 from .mnb import MNB
 from .spec import ModelSpec, SpecError, parse_spec
+from .tdm import TDM
 from .text import Tokenizer
 
 __all__ = ["MNB", "build_model", "model_config", "GenerativeTextModel", "LearnGuardError", "ModelSpec", "SpecError", "Tokenizer", "parse_spec"]
