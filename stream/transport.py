@@ -866,7 +866,15 @@ class _ConfluentConsumer(Consumer):
 
     def poll(self, max_records: int = 500, timeout: float = 1.0) -> list[Record]:
         ck = _ck()
-        messages = self._consumer.consume(num_messages=max_records, timeout=timeout)
+        # consume(n, timeout) waits until n messages arrived or the timeout passed, which
+        # adds the whole timeout to the latency of a small batch. Wait for the first
+        # message only, then take what is already buffered without waiting.
+        first = self._consumer.poll(timeout)
+        if first is None:
+            return []
+        messages = [first]
+        if max_records > 1:
+            messages.extend(self._consumer.consume(num_messages=max_records - 1, timeout=0))
         records: list[Record] = []
         not_available = ck.TIMESTAMP_NOT_AVAILABLE
         for m in messages:
