@@ -86,6 +86,21 @@ class Reason(enum.StrEnum):
     BAD_ID = "bad_id"  # empty, too long, or holding control characters
 
 
+class ApplyReason(enum.StrEnum):
+    """Why a *valid* training record could not be applied to the model.
+
+    These come from the consumer, not the validator: the record parsed, but the
+    model refused it. Like :class:`Reason`, they label dead letters and metrics.
+
+    >>> ApplyReason.UNKNOWN_ID.value
+    'unknown_id'
+    """
+
+    UNKNOWN_ID = "unknown_id"  # unlearn/forget of an id the model does not hold (never learned, or pruned)
+    UNLEARN_MISMATCH = "unlearn_mismatch"  # unlearn with labels other than those the id was learned with
+    MODEL_REJECTED = "model_rejected"  # the model refused the document (e.g. an unusable label)
+
+
 class Op(enum.StrEnum):
     """What a training record asks the model to do.
 
@@ -804,6 +819,13 @@ class DeadLetter:
         )
 
 
+def _reason_of(code: str) -> Reason | ApplyReason:
+    try:
+        return Reason(code)
+    except ValueError:
+        return ApplyReason(code)
+
+
 def encode_dead_letter(letter: DeadLetter) -> bytes:
     """Serialize a :class:`DeadLetter` as a JSON envelope.
 
@@ -812,7 +834,7 @@ def encode_dead_letter(letter: DeadLetter) -> bytes:
     """
     return _dumps(
         {
-            "reason": Reason(letter.reason).value,
+            "reason": _reason_of(letter.reason).value,
             "detail": letter.detail,
             "source": {"topic": letter.topic, "partition": letter.partition, "offset": letter.offset},
             "key": _b64(letter.key),
@@ -839,7 +861,7 @@ def parse_dead_letter(value: bytes, limits: Limits | None = None) -> DeadLetter:
     obj = _load_object(value, limits)
     reason_text = _require(obj, "reason", str, "a string")
     try:
-        reason = Reason(reason_text)
+        reason = _reason_of(reason_text)
     except ValueError:
         raise InvalidRecord(Reason.WRONG_TYPE, f"reason {reason_text[:40]!r} is not a known reason code") from None
     detail = _require(obj, "detail", str, "a string")

@@ -1,0 +1,246 @@
+"""The service's configuration: one typed object, from CLI flags and environment variables.
+
+Every setting is a field of :class:`ServiceConfig` with its default, its flag
+(``--train-topic``) and its environment variable (``SGM_TRAIN_TOPIC``). A flag
+beats the environment, which beats the default. ``docs/CONFIG.md`` is
+generated from this file (``python -m consumers.config``), so the defaults are
+documented in exactly one place.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+ROLES = ("all", "trainer", "classifier")
+CLIENTS = ("confluent", "kafka-python", "memory")
+
+
+def _setting(default: Any, help: str, *, choices: tuple | None = None, secret: bool = False) -> Any:
+    return field(default=default, metadata={"help": help, "choices": choices, "secret": secret})
+
+
+@dataclass
+class ServiceConfig:
+    """Settings of one ``sgm serve`` process (see ``docs/CONFIG.md`` for the table)."""
+
+    # -- Kafka
+    bootstrap_servers: str = _setting("localhost:9092", "Kafka bootstrap servers, HOST:PORT[,HOST:PORT]")
+    client: str = _setting("confluent", "Kafka client library (confluent is ~40x faster here; see README)", choices=CLIENTS)
+    train_topic: str = _setting("sgm-train", "topic of labelled training records (learn/unlearn/forget)")
+    score_topic: str = _setting("sgm-score", "topic of documents to score")
+    output_topic: str = _setting("sgm-output", "topic the classifier writes labels and posteriors to")
+    dlq_topic: str = _setting("sgm-dlq", "dead-letter topic for invalid records")
+    group: str = _setting("sgm-classifier", "consumer group shared by classifier replicas on the scoring topic")
+    create_topics: bool = _setting(True, "create missing topics at start")
+    train_partitions: int = _setting(1, "partitions when creating the training topic (1 = a total order: replicas agree bit for bit)")
+    score_partitions: int = _setting(4, "partitions when creating the scoring/output topics (the unit of classifier scale-out)")
+    replication_factor: int = _setting(1, "replication factor when creating topics")
+    security_protocol: str = _setting("PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+                                      choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
+    sasl_mechanism: str | None = _setting(None, "SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+    sasl_username: str | None = _setting(None, "SASL user name")
+    sasl_password: str | None = _setting(None, "SASL password (prefer the environment variable)", secret=True)
+    ssl_cafile: str | None = _setting(None, "CA bundle (PEM) to verify the brokers")
+    ssl_certfile: str | None = _setting(None, "client certificate (PEM) for mutual TLS")
+    ssl_keyfile: str | None = _setting(None, "client private key (PEM) for mutual TLS")
+    ssl_check_hostname: bool = _setting(True, "verify that broker certificates match their host names")
+    # -- process
+    role: str = _setting("all", "what this process runs: trainer and classifier together, or one of them", choices=ROLES)
+    state_dir: str = _setting("state", "directory for this process's model snapshots (one per process)")
+    snapshot_every_records: int = _setting(20000, "write a snapshot after this many training records")
+    snapshot_every_seconds: float = _setting(30.0, "... or after this many seconds with new training records")
+    snapshot_keep: int = _setting(3, "snapshots kept on disk (older ones are deleted)")
+    max_snapshot_bytes: int = _setting(4 * 1024**3, "refuse to load a snapshot larger than this")
+    max_poll_records: int = _setting(1000, "records read per poll and scored per batch")
+    poll_timeout: float = _setting(0.1, "seconds a poll waits for records")
+    fetch_wait_ms: int = _setting(10, "longest time the broker holds a fetch for data (lower: less latency, more requests)")
+    dead_letter_training: bool | None = _setting(None, "write invalid training records to the DLQ (default: trainer roles only)")
+    metrics_address: str = _setting("127.0.0.1:9464", "HOST:PORT of the Prometheus metrics endpoint ('' disables it)")
+    log_format: str = _setting("json", "log line format", choices=("json", "logfmt"))
+    log_level: str = _setting("INFO", "log level", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    # -- model
+    model: str = _setting("uc_pd_jm_dp", "model spec (affix string, MODEL.md); 'tdm_...' selects TDM")
+    param: dict = _setting(None, "model parameter NAME=VALUE, repeatable (beta, mu, delta, ups, phi, ups_idf, theta, ...)")
+    config: str | None = _setting(None, "JSON model configuration file (as written by sgm tune); --param overrides it")
+    half_life: float | None = _setting(None, "decay half-life in seconds of event time (none: no decay)")
+    multilabel: str = _setting("per_label", "how several labels are counted", choices=("per_label", "powerset"))
+    top_k: int = _setting(3, "labels with posteriors in each output record")
+    label_threshold: float | None = _setting(None, "per-label mode: output every label with posterior >= this")
+    prune_below: float | None = _setting(None, "memory bound: unlearn documents whose decayed weight falls below this")
+    max_documents: int | None = _setting(None, "memory bound: keep at most this many documents (oldest go first)")
+
+    def __post_init__(self) -> None:
+        if self.param is None:
+            self.param = {}
+        if self.role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}")
+        if self.client not in CLIENTS:
+            raise ValueError(f"client must be one of {CLIENTS}")
+        if self.train_partitions < 1 or self.score_partitions < 1:
+            raise ValueError("topics need at least one partition")
+        if self.top_k < 1:
+            raise ValueError("top_k must be at least 1")
+
+    # ---------------------------------------------------------------- derived
+    @property
+    def trains(self) -> bool:
+        return self.role in ("all", "trainer")
+
+    @property
+    def classifies(self) -> bool:
+        return self.role in ("all", "classifier")
+
+    @property
+    def writes_training_dlq(self) -> bool:
+        return self.trains if self.dead_letter_training is None else self.dead_letter_training
+
+    def model_config(self) -> dict[str, Any]:
+        """The model configuration dict (``--config`` file, then flags on top)."""
+        base: dict[str, Any] = {}
+        if self.config:
+            base = json.loads(Path(self.config).read_text())
+        out = {"model": base.get("model", self.model), "params": dict(base.get("params") or {})}
+        if self.config and self.model != _default("model"):
+            out["model"] = self.model  # an explicit --model wins over the file
+        out["params"].update(self.param)
+        for key in ("half_life", "multilabel", "prune_below", "max_documents", "tokenizer"):
+            value = getattr(self, key, None)
+            if value is not None and value != _default(key):
+                out[key] = value
+            elif base.get(key) is not None:
+                out[key] = base[key]
+        if "multilabel" not in out:
+            out["multilabel"] = self.multilabel
+        return out
+
+    def kafka(self):
+        from stream.transport import KafkaConfig
+
+        return KafkaConfig(
+            bootstrap_servers=self.bootstrap_servers,
+            client_id=f"sgm-{self.role}",
+            security_protocol=self.security_protocol,
+            sasl_mechanism=self.sasl_mechanism,
+            sasl_username=self.sasl_username,
+            sasl_password=self.sasl_password,
+            ssl_cafile=self.ssl_cafile,
+            ssl_certfile=self.ssl_certfile,
+            ssl_keyfile=self.ssl_keyfile,
+            ssl_check_hostname=self.ssl_check_hostname,
+        )
+
+    def redacted(self) -> dict[str, Any]:
+        """The settings as a dict with secrets masked (for logs)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = "***" if f.metadata.get("secret") and value else value
+        return out
+
+
+def _default(name: str) -> Any:
+    f = {f.name: f for f in dataclasses.fields(ServiceConfig)}[name]
+    return f.default
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def env_var(name: str) -> str:
+    return "SGM_" + name.upper()
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+def _optional(kind):
+    def parse(text: str):
+        if text.strip().lower() in ("", "none", "null"):
+            return None
+        return kind(text)
+
+    return parse
+
+
+def _field_type(f: dataclasses.Field):
+    annotation = str(f.type)
+    if "bool" in annotation:
+        return _optional(_bool) if "None" in annotation else _bool
+    if "float" in annotation:
+        return _optional(float) if "None" in annotation else float
+    if "int" in annotation:
+        return _optional(int) if "None" in annotation else int
+    return _optional(str) if "None" in annotation else str
+
+
+def parse_param(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` -> (name, number or string)."""
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"--param expects NAME=VALUE, got {text!r}")
+    name, value = text.split("=", 1)
+    try:
+        return name.strip(), float(value)
+    except ValueError:
+        return name.strip(), value.strip()
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, exclude: tuple[str, ...] = ()) -> None:
+    """One flag per field; defaults are left to :func:`from_args` (env, then field default)."""
+    for f in dataclasses.fields(ServiceConfig):
+        if f.name in exclude:
+            continue
+        help_text = f"{f.metadata['help']} [env {env_var(f.name)}; default {f.default!r}]"
+        if f.name == "param":
+            parser.add_argument("--param", action="append", type=parse_param, default=None, metavar="NAME=VALUE",
+                                help=help_text)
+            continue
+        parser.add_argument(flag(f.name), dest=f.name, default=None, type=_field_type(f),
+                            choices=f.metadata.get("choices"), help=help_text)
+
+
+def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None, **overrides: Any) -> ServiceConfig:
+    """Flags, then ``SGM_*`` environment variables, then defaults."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(ServiceConfig):
+        given = getattr(args, f.name, None)
+        if f.name == "param":
+            params = {}
+            env = environ.get(env_var("param"))
+            if env:  # SGM_PARAM="beta=0.3,mu=10"
+                params.update(parse_param(p) for p in env.split(",") if p.strip())
+            params.update(given or [])
+            values["param"] = params
+            continue
+        if given is not None:
+            values[f.name] = given
+        elif env_var(f.name) in environ:
+            values[f.name] = _field_type(f)(environ[env_var(f.name)])
+    values.update(overrides)
+    return ServiceConfig(**values)
+
+
+def markdown_table() -> str:
+    rows = ["| flag | environment | default | meaning |", "|---|---|---|---|"]
+    for f in dataclasses.fields(ServiceConfig):
+        default = "{}" if f.name == "param" else repr(f.default)
+        rows.append(f"| `{flag(f.name)}` | `{env_var(f.name)}` | `{default}` | {f.metadata['help']} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    sys.stdout.write("# sgm serve configuration\n\nGenerated from `consumers/config.py` by `python -m consumers.config`."
+                     " Flags beat environment variables, which beat defaults.\n\n" + markdown_table() + "\n")

@@ -1,0 +1,466 @@
+"""The trainer and classifier consumers (``sgm serve``), wired to Kafka, snapshots and metrics.
+
+One :class:`Service` is one process's loop. Depending on its role it holds
+
+* a training consumer, manually assigned to every partition of the training
+  topic (outside any group: every model replica reads the whole log itself),
+  positioned at the offsets stored in its latest snapshot;
+* a scoring consumer in the classifier group, sharing the scoring topic's
+  partitions with the other replicas;
+* a producer for outputs and dead letters.
+
+The commit protocol, step by step, is in ``docs/PROTOCOL.md``. In short:
+training records are applied in log order and the next offset per partition is
+kept *inside* the model snapshot, so restoring a snapshot and seeking there
+applies every record exactly once; scoring offsets are committed only after the
+outputs of the batch are acknowledged by the broker (at least once, outputs
+carry the input id).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from model import GenerativeTextModel, LearnGuardError, build_model, model_config
+from model.base import top_k_indices
+from model.snapshot import SnapshotError, loads as load_snapshot
+from stream.records import (
+    DEFAULT_LIMITS,
+    ApplyReason,
+    DeadLetter,
+    InvalidRecord,
+    Limits,
+    Op,
+    OutputRecord,
+    encode_dead_letter,
+    encode_output,
+    parse_score,
+    parse_train,
+)
+from stream.snapshots import SnapshotStore
+from stream.transport import Client, CommitFailedError, DeliveryError, KafkaTransportError, Record, TopicPartition, open_client
+
+from .config import ServiceConfig
+from .metrics import ServiceMetrics
+
+log = logging.getLogger("sgm.service")
+
+#: Scored ids remembered for prequential accuracy (feedback arriving later as training records).
+RECENT_PREDICTIONS = 100_000
+#: Seconds between refreshes of gauges that cost a broker request (lag) or a model walk (sizes).
+GAUGE_INTERVAL = 2.0
+
+
+class ConfigMismatch(RuntimeError):
+    """The snapshot on disk was made with another model configuration or topic."""
+
+
+class Service:
+    """One ``sgm serve`` process: trainer, classifier, or both around one model.
+
+    Parameters
+    ----------
+    config : ServiceConfig
+    client : stream.transport.Client, optional
+        Defaults to ``open_client(config.client, config.kafka())``.
+    """
+
+    def __init__(self, config: ServiceConfig, client: Client | None = None) -> None:
+        self.config = config
+        self.client = client or open_client(config.client, config.kafka())
+        self.metrics = ServiceMetrics(config.role)
+        self.limits: Limits = DEFAULT_LIMITS
+        self.store = SnapshotStore(config.state_dir, keep=config.snapshot_keep, max_bytes=config.max_snapshot_bytes)
+        self.model: GenerativeTextModel | None = None
+        self.train_offsets: dict[int, int] = {}
+        self.train_consumer = None
+        self.score_consumer = None
+        self.producer = None
+        self.metrics_address: tuple[str, int] | None = None
+        self._recent: OrderedDict[str, str] = OrderedDict()
+        self._since_snapshot = 0
+        self._last_snapshot = time.time()
+        self._last_snapshot_written: float | None = None
+        self._last_gauges = 0.0
+        self._scored_ends: dict[TopicPartition, int] = {}
+        self.started = threading.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Create topics, restore the model, open consumers/producer, expose metrics."""
+        cfg = self.config
+        if cfg.create_topics:
+            with self.client.admin() as admin:
+                admin.create_topics([
+                    (cfg.train_topic, cfg.train_partitions, cfg.replication_factor),
+                    (cfg.score_topic, cfg.score_partitions, cfg.replication_factor),
+                    (cfg.output_topic, cfg.score_partitions, cfg.replication_factor),
+                    (cfg.dlq_topic, 1, cfg.replication_factor),
+                ])
+        self._restore()
+        self.producer = self.client.producer()
+        self.train_consumer = self.client.consumer(None, **self._consumer_overrides())
+        partitions = self._wait_for_partitions(self.train_consumer, cfg.train_topic)
+        if len(partitions) > 1:
+            log.warning("training topic has several partitions: replicas agree only up to the order of records "
+                        "across partitions", extra={"partitions": len(partitions)})
+        tps = [TopicPartition(cfg.train_topic, p) for p in partitions]
+        self.train_consumer.assign(tps)
+        for tp in tps:
+            self.train_consumer.seek(tp, self.train_offsets.get(tp.partition, 0))
+        if cfg.classifies:
+            self.score_consumer = self.client.consumer(cfg.group, auto_offset_reset="earliest",
+                                                       **self._consumer_overrides())
+            self.score_consumer.subscribe([cfg.score_topic])
+        self.metrics_address = self.metrics.serve(cfg.metrics_address)
+        self.metrics.up.labels(cfg.role).set(1)
+        log.info("service started", extra={"role": cfg.role, "model": self.model.spec.name, "documents": len(self.model),
+                                           "train_offsets": self.train_offsets, "metrics": self.metrics_address})
+        self.started.set()
+
+    def _consumer_overrides(self) -> dict[str, Any]:
+        wait = self.config.fetch_wait_ms
+        return {"confluent": {"fetch.wait.max.ms": wait}, "kafka-python": {"fetch_max_wait_ms": wait}}.get(
+            self.client.kind, {})
+
+    def _wait_for_partitions(self, consumer, topic: str, timeout: float = 30.0) -> list[int]:
+        deadline = time.monotonic() + timeout
+        while True:
+            partitions = consumer.partitions_for(topic)
+            if partitions:
+                return partitions
+            if time.monotonic() > deadline:
+                raise KafkaTransportError(f"topic {topic!r} does not exist (start with --create-topics true)")
+            time.sleep(0.2)
+
+    def _restore(self) -> None:
+        cfg = self.config
+        wanted = build_model(cfg.model_config())
+        found = self.store.latest()
+        if found is None:
+            self.model, self.train_offsets = wanted, {}
+            return
+        path, data = found
+        try:
+            model, extra = load_snapshot(data, max_bytes=cfg.max_snapshot_bytes)
+        except SnapshotError as exc:
+            raise SnapshotError(f"{path}: {exc}; refusing to start (move the file away to start from older state)") from None
+        if extra.get("train_topic") != cfg.train_topic:
+            raise ConfigMismatch(f"{path} holds training offsets of topic {extra.get('train_topic')!r}, "
+                                 f"not {cfg.train_topic!r}")
+        have, want = model_config(model), model_config(wanted)
+        if have != want:
+            raise ConfigMismatch(f"{path} was made with model configuration {have}, but {want} was requested; "
+                                 "use another --state-dir (or delete it) to start a new model")
+        self.model = model
+        self.train_offsets = {int(p): int(o) for p, o in extra.get("train_offsets", {}).items()}
+        log.info("restored snapshot", extra={"path": str(path), "documents": len(model),
+                                             "train_offsets": self.train_offsets})
+
+    def close(self) -> None:
+        """Snapshot, commit, leave the group and release everything (graceful shutdown)."""
+        try:
+            if self.model is not None and self._since_snapshot:
+                self.snapshot()
+        finally:
+            for closable in (self.score_consumer, self.train_consumer):
+                if closable is not None:
+                    try:
+                        closable.close()
+                    except KafkaTransportError as exc:
+                        log.warning("error closing consumer", extra={"error": str(exc)})
+            if self.producer is not None:
+                try:
+                    self.producer.close()
+                except KafkaTransportError as exc:
+                    log.warning("error closing producer", extra={"error": str(exc)})
+            self.metrics.up.labels(self.config.role).set(0)
+            self.metrics.close()
+
+    def run(self, stop: threading.Event, *, idle_exit: float | None = None) -> None:
+        """Loop until ``stop`` is set (or, with ``idle_exit``, after that many idle seconds)."""
+        if not self.started.is_set():
+            self.start()
+        idle_since = time.monotonic()
+        try:
+            while not stop.is_set():
+                if self.step():
+                    idle_since = time.monotonic()
+                elif idle_exit is not None and time.monotonic() - idle_since > idle_exit:
+                    break
+        finally:
+            self.close()
+
+    # ------------------------------------------------------------------ the loop
+    def step(self) -> bool:
+        """One round: apply available training records, then score one batch."""
+        cfg = self.config
+        worked = False
+        records = self.train_consumer.poll(cfg.max_poll_records, timeout=0.0 if self.score_consumer else cfg.poll_timeout)
+        if records:
+            self.apply_training(records)
+            worked = True
+        if self.score_consumer is not None:
+            records = self.score_consumer.poll(cfg.max_poll_records, timeout=0.0 if worked else cfg.poll_timeout)
+            if records:
+                self.score_batch(records)
+                worked = True
+        now = time.time()
+        if self._since_snapshot and (self._since_snapshot >= cfg.snapshot_every_records
+                                     or now - self._last_snapshot >= cfg.snapshot_every_seconds):
+            self.snapshot()
+        if now - self._last_gauges >= GAUGE_INTERVAL:
+            self.refresh_gauges()
+        return worked
+
+    # ------------------------------------------------------------------ training
+    def apply_training(self, records: list[Record]) -> None:
+        """Apply training records in log order; each offset at most once (see docs/PROTOCOL.md)."""
+        model, metrics, cfg = self.model, self.metrics, self.config
+        dead: list[DeadLetter] = []
+        pending: list[tuple[Any, tuple[str, ...], float | None, str]] = []
+
+        def flush() -> None:
+            if pending:
+                model.learn_many([p[0] for p in pending], [p[1] for p in pending], [p[2] for p in pending],
+                                 [p[3] for p in pending], sequential=True)
+                metrics.learned.inc(len(pending))
+                pending.clear()
+
+        def reject(record: Record, reason, detail: str) -> None:
+            metrics.dead_lettered.labels(reason.value, "train").inc()
+            log.warning("training record rejected", extra={"reason": reason.value, "detail": detail,
+                                                          "offset": record.offset, "partition": record.partition})
+            if cfg.writes_training_dlq:
+                dead.append(DeadLetter(reason=reason, detail=detail, value=record.value, key=record.key,
+                                       topic=record.topic, partition=record.partition, offset=record.offset,
+                                       headers=record.headers, failed_at=time.time()))
+
+        for record in records:
+            partition = record.partition
+            if record.offset < self.train_offsets.get(partition, 0):
+                continue  # already inside the model (a redelivery): applying it again would count it twice
+            metrics.training_records.inc()
+            try:
+                parsed = parse_train(record.value, self.limits)
+            except InvalidRecord as exc:
+                reject(record, exc.reason, exc.detail)
+            else:
+                ts = parsed.ts if parsed.ts is not None else (
+                    record.timestamp_ms / 1000.0 if record.timestamp_ms is not None else None)
+                doc = parsed.text if parsed.text is not None else parsed.terms
+                if parsed.op is Op.LEARN:
+                    try:
+                        model._class_keys(parsed.labels)  # refuse before batching: a batch must not fail midway
+                    except ValueError as exc:
+                        reject(record, ApplyReason.MODEL_REJECTED, str(exc))
+                    else:
+                        pending.append((doc, parsed.labels, ts, parsed.id))
+                        self._check_feedback(parsed.id, parsed.labels)
+                else:
+                    flush()  # corrections apply exactly where they are in the log
+                    if parsed.op is Op.FORGET:
+                        if model.forget(parsed.id):
+                            metrics.unlearned.labels("forget").inc()
+                        else:
+                            reject(record, ApplyReason.UNKNOWN_ID, f"forget of {parsed.id!r}: not in the model")
+                    else:
+                        try:
+                            done = model.unlearn_one(doc, parsed.labels, ts=ts, id=parsed.id)
+                        except LearnGuardError as exc:
+                            reject(record, ApplyReason.UNLEARN_MISMATCH, str(exc))
+                        except ValueError as exc:
+                            reject(record, ApplyReason.MODEL_REJECTED, str(exc))
+                        else:
+                            if done:
+                                metrics.unlearned.labels("unlearn").inc()
+                            else:
+                                reject(record, ApplyReason.UNKNOWN_ID, f"unlearn of {parsed.id!r}: not in the model")
+            self.train_offsets[partition] = record.offset + 1
+            self._since_snapshot += 1
+        flush()
+        if dead:
+            self._send_dead_letters(dead)
+            self.producer.flush()
+
+    def _check_feedback(self, doc_id: str, labels: tuple[str, ...]) -> None:
+        predicted = self._recent.pop(doc_id, None)
+        if predicted is not None:
+            self.metrics.record_feedback(predicted in labels)
+
+    # ------------------------------------------------------------------ scoring
+    def score_batch(self, records: list[Record]) -> None:
+        """Score, write outputs and dead letters, wait for acks, then commit the batch."""
+        cfg, metrics, model = self.config, self.metrics, self.model
+        started = time.perf_counter()
+        valid: list[tuple[Record, Any]] = []
+        dead: list[DeadLetter] = []
+        for record in records:
+            try:
+                valid.append((record, parse_score(record.value, self.limits)))
+            except InvalidRecord as exc:
+                metrics.dead_lettered.labels(exc.reason.value, "score").inc()
+                log.warning("scoring record rejected", extra={"reason": exc.reason.value, "detail": exc.detail,
+                                                             "offset": record.offset, "partition": record.partition})
+                dead.append(DeadLetter.from_error(exc, record.value, key=record.key, topic=record.topic,
+                                                  partition=record.partition, offset=record.offset,
+                                                  headers=record.headers))
+        parsed_at = time.perf_counter()
+        results = self._rank([p.text if p.text is not None else p.terms for _, p in valid]) if valid else []
+        scored_at_perf = time.perf_counter()
+        now = time.time()
+        info = self.model_info()
+        send = self.producer.send
+        for (record, parsed), (top_k, labels) in zip(valid, results):
+            latency = now - record.timestamp_ms / 1000.0 if record.timestamp_ms else 0.0
+            output = OutputRecord.from_scores(parsed.id, top_k, model=info, latency_ms=max(latency, 0.0) * 1000.0,
+                                              labels=labels, scored_at=now, ts=parsed.ts)
+            send(cfg.output_topic, encode_output(output), key=parsed.id.encode("utf-8"))
+            metrics.end_to_end_latency.observe(max(latency, 0.0))
+            if top_k:
+                self._remember(parsed.id, top_k[0][0])
+                metrics.record_prediction(top_k[0][0])
+        self._send_dead_letters(dead)
+        produced_at = time.perf_counter()
+        try:
+            self.producer.flush()
+        except DeliveryError as exc:
+            # Nothing is committed: rewind to the batch start and score it again (at least once).
+            log.error("output delivery failed; rescoring the batch", extra={"error": str(exc)})
+            self._rewind(records)
+            return
+        offsets: dict[TopicPartition, int] = {}
+        for record in records:
+            tp = record.tp
+            offsets[tp] = max(offsets.get(tp, 0), record.offset + 1)
+        try:
+            self.score_consumer.commit(offsets)
+        except CommitFailedError as exc:
+            # A rebalance moved these partitions: their new owner rescores from the last commit.
+            log.warning("commit failed after rebalance; outputs of this batch may be duplicated",
+                        extra={"error": str(exc)})
+        self._scored_ends.update(offsets)
+        done = time.perf_counter()
+        if valid:
+            metrics.scored.inc(len(valid))
+            per_doc = (scored_at_perf - parsed_at) / len(valid)
+            for _ in range(len(valid)):
+                metrics.score_latency.observe(per_doc)
+        metrics.batch_seconds.labels("parse").observe(parsed_at - started)
+        metrics.batch_seconds.labels("score").observe(scored_at_perf - parsed_at)
+        metrics.batch_seconds.labels("produce").observe(produced_at - scored_at_perf)
+        metrics.batch_seconds.labels("ack_commit").observe(done - produced_at)
+
+    def _rank(self, docs: list) -> list[tuple[list[tuple[str, float]], list[str]]]:
+        """(top-k with posteriors, output labels) per document; empty before any training."""
+        model, cfg = self.model, self.config
+        if len(model) == 0:
+            return [([], []) for _ in docs]
+        classes, log_post = model.predict_log_proba_many(docs)
+        top = top_k_indices(log_post, cfg.top_k)
+        probs = np.exp(np.take_along_axis(log_post, top, axis=1)).tolist()
+        names = [("+".join(c) if isinstance(c, tuple) else c) for c in classes]
+        out = []
+        threshold = cfg.label_threshold
+        for row, row_top, row_p in zip(log_post, top.tolist(), probs):
+            top_k = [(names[i], p) for i, p in zip(row_top, row_p)]
+            if model.multilabel == "powerset":
+                labels = list(classes[row_top[0]])
+            elif threshold is not None:
+                labels = [names[i] for i in np.flatnonzero(row >= np.log(threshold)).tolist()]
+            else:
+                labels = [top_k[0][0]]
+            out.append((top_k, labels))
+        return out
+
+    def _remember(self, doc_id: str, label: str) -> None:
+        recent = self._recent
+        recent[doc_id] = label
+        if len(recent) > RECENT_PREDICTIONS:
+            recent.popitem(last=False)
+
+    def _rewind(self, records: list[Record]) -> None:
+        first: dict[TopicPartition, int] = {}
+        for record in records:
+            first[record.tp] = min(first.get(record.tp, record.offset), record.offset)
+        for tp, offset in first.items():
+            try:
+                self.score_consumer.seek(tp, offset)
+            except ValueError:
+                pass  # no longer assigned: the new owner starts from the last commit
+        time.sleep(0.5)
+
+    def _send_dead_letters(self, letters: list[DeadLetter]) -> None:
+        for letter in letters:
+            self.producer.send(self.config.dlq_topic, encode_dead_letter(letter), key=letter.key)
+
+    # ------------------------------------------------------------------ state
+    def model_info(self) -> dict[str, Any]:
+        """Which model scored: the training offsets it had applied (its version) and size."""
+        return {"kind": self.model.family, "spec": self.model.spec.name, "documents": len(self.model),
+                "train_offsets": {str(p): o for p, o in sorted(self.train_offsets.items())}}
+
+    def snapshot(self) -> None:
+        """Write the model with its training offsets, atomically."""
+        started = time.perf_counter()
+        extra = {"train_topic": self.config.train_topic,
+                 "train_offsets": {str(p): o for p, o in self.train_offsets.items()},
+                 "written_at": time.time(), "role": self.config.role}
+        saved = self.store.save(self.model.to_bytes(extra))
+        self._since_snapshot = 0
+        self._last_snapshot = self._last_snapshot_written = time.time()
+        self.metrics.snapshots.inc()
+        self.metrics.snapshot_bytes.set(saved.bytes)
+        self.metrics.snapshot_seconds.observe(time.perf_counter() - started)
+        log.info("snapshot written", extra={"path": str(saved.path), "bytes": saved.bytes,
+                                            "train_offsets": self.train_offsets})
+
+    def refresh_gauges(self) -> None:
+        metrics, model = self.metrics, self.model
+        self._last_gauges = time.time()
+        stats = model.stats()
+        metrics.model_labels.set(stats["classes"])
+        metrics.model_terms.set(stats["vocabulary"])
+        metrics.model_documents.set(stats["documents"])
+        metrics.model_postings.set(stats["entries"])
+        metrics.model_bytes.set(approximate_bytes(model))
+        metrics.stale_recomputed.set(stats.get("stale_postings_recomputed", 0))
+        metrics.pruned.set(stats["pruned_documents"])
+        if self._last_snapshot_written is not None:
+            metrics.snapshot_age.set(time.time() - self._last_snapshot_written)
+        for partition, offset in self.train_offsets.items():
+            metrics.training_offset.labels(str(partition)).set(offset)
+        try:
+            tps = [TopicPartition(self.config.train_topic, p) for p in self.train_offsets] or []
+            if tps:
+                for tp, end in self.train_consumer.end_offsets(tps, timeout=2.0).items():
+                    metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(end - self.train_offsets.get(tp.partition, 0))
+            if self.score_consumer is not None:
+                assigned = sorted(self.score_consumer.assignment())
+                if assigned:
+                    for tp, end in self.score_consumer.end_offsets(assigned, timeout=2.0).items():
+                        position = self._scored_ends.get(tp)
+                        if position is None:
+                            position = (self.score_consumer.committed([tp], timeout=2.0).get(tp) or 0)
+                        metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(max(end - position, 0))
+        except KafkaTransportError as exc:
+            log.debug("lag refresh failed", extra={"error": str(exc)})
+
+
+def approximate_bytes(model: GenerativeTextModel) -> int:
+    """Bytes of the model's arrays plus an estimate for its dictionaries and document records."""
+    state = model.state
+    arrays = 0
+    for value in vars(state).values():
+        if isinstance(value, np.ndarray):
+            arrays += value.nbytes
+    arrays += state.arena.slot.nbytes + state.arena.cls.nbytes + state.arena.start.nbytes * 3
+    per_entry_dict = 100  # a Python int key and value in a dict
+    per_doc = 250  # record object, id string, array headers
+    doc_arrays = 24 * int(state.term_refs.sum())  # term id, weight and raw count per (document, term)
+    return int(arrays + per_entry_dict * state.n_entries + per_doc * state.n_docs + doc_arrays)

@@ -1,0 +1,109 @@
+"""Model snapshots on local disk, written atomically, with the training offsets they include.
+
+A snapshot file is the model archive of :mod:`model.snapshot` whose ``extra``
+metadata records, per training partition, the next offset to read: the model
+state holds exactly the records before those offsets. Restoring a snapshot and
+seeking the training consumer there means no training record is lost or
+counted twice, although Kafka delivers at least once (docs/PROTOCOL.md).
+
+Atomicity: the bytes go to a temporary file in the same directory, which is
+fsynced, renamed over the final name (an atomic step on POSIX file systems),
+and the directory is fsynced. A crash at any point leaves either the previous
+snapshots or the new one, never a torn file. Files are named by a sequence
+number; the highest is the latest; older ones beyond ``keep`` are deleted.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from model.snapshot import DEFAULT_MAX_BYTES, SnapshotError
+
+_NAME = re.compile(r"^snapshot-(\d{12})\.sgm$")
+
+
+@dataclass(frozen=True)
+class SavedSnapshot:
+    path: Path
+    bytes: int
+    seconds: float
+    written_at: float
+
+
+class SnapshotStore:
+    """A directory of numbered snapshot files owned by one process.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> store = SnapshotStore(tempfile.mkdtemp(), keep=2)
+    >>> store.latest() is None
+    True
+    >>> for payload in (b"one", b"two", b"three"):
+    ...     _ = store.save(payload)
+    >>> store.latest()[1]
+    b'three'
+    >>> len(store.files())
+    2
+    """
+
+    def __init__(self, directory: str | os.PathLike, *, keep: int = 3, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        if keep < 1:
+            raise ValueError("keep at least one snapshot")
+        self.directory = Path(directory)
+        self.keep = keep
+        self.max_bytes = max_bytes
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for leftover in self.directory.glob(".snapshot-*.tmp"):
+            leftover.unlink(missing_ok=True)  # a crash mid-write leaves these; they were never published
+
+    def files(self) -> list[Path]:
+        """Snapshot files, oldest first."""
+        found = [(int(m.group(1)), p) for p in self.directory.iterdir() if (m := _NAME.match(p.name))]
+        return [p for _, p in sorted(found)]
+
+    def save(self, data: bytes) -> SavedSnapshot:
+        started = time.perf_counter()
+        existing = self.files()
+        number = int(_NAME.match(existing[-1].name).group(1)) + 1 if existing else 1
+        final = self.directory / f"snapshot-{number:012d}.sgm"
+        temporary = self.directory / f".snapshot-{number:012d}.{os.getpid()}.tmp"
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, final)
+        _fsync_directory(self.directory)
+        for old in self.files()[: -self.keep]:
+            old.unlink(missing_ok=True)
+        return SavedSnapshot(final, len(data), time.perf_counter() - started, time.time())
+
+    def latest(self) -> tuple[Path, bytes] | None:
+        """The newest snapshot's path and bytes, or ``None`` if there is none.
+
+        Raises :class:`SnapshotError` if it is larger than ``max_bytes``: a
+        process must not start on a snapshot it refuses, nor silently fall back
+        to an older one (that would hide the damage; an operator decides).
+        """
+        files = self.files()
+        if not files:
+            return None
+        path = files[-1]
+        size = path.stat().st_size
+        if size > self.max_bytes:
+            raise SnapshotError(f"{path} is {size} bytes, above the {self.max_bytes}-byte limit; refusing to start")
+        return path, path.read_bytes()
+
+
+def _fsync_directory(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
