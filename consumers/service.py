@@ -459,6 +459,8 @@ def approximate_bytes(model: GenerativeTextModel) -> int:
     for value in vars(state).values():
         if isinstance(value, np.ndarray):
             arrays += value.nbytes
+        elif hasattr(value, "hi") and isinstance(value.hi, np.ndarray):  # compensated sums
+            arrays += value.hi.nbytes + value.lo.nbytes
     arrays += state.arena.slot.nbytes + state.arena.cls.nbytes + state.arena.start.nbytes * 3
     per_entry_dict = 100  # a Python int key and value in a dict
     per_doc = 250  # record object, id string, array headers

@@ -151,7 +151,7 @@ class GenerativeTextModel:
         state, phi, ups_idf = self.state, self.params.get("phi", 0.0), self.params.get("ups_idf", 0.0)
 
         def weigh(terms: np.ndarray, raw: np.ndarray, distinct: np.ndarray) -> np.ndarray:
-            idf_values = weighting.idf(state.total_docs, state.term_df[terms], ups_idf)
+            idf_values = weighting.idf(state.total_docs.value, state.term_df.get(terms), ups_idf)
             return weighting.tf(raw, distinct, phi) * idf_values
 
         return weigh
@@ -290,7 +290,7 @@ class GenerativeTextModel:
         terms, raw, owner = terms[known], raw[known], owner[known]
         if kind is None or not len(terms):
             return PreparedBatch(terms, raw, owner, n_docs)
-        idf_values = weighting.idf(state.total_docs, state.term_df[terms], self.params.get("ups_idf", 0.0))
+        idf_values = weighting.idf(state.total_docs.value, state.term_df.get(terms), self.params.get("ups_idf", 0.0))
         weights = weighting.weigh(raw, distinct, idf_values, kind, self.params.get("phi", 0.0))
         positive = weights > 0
         if not positive.all():

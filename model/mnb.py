@@ -99,35 +99,35 @@ class MNB(GenerativeTextModel):
         delta = self._delta()
         beta = self.params.get("beta", 0.0)
         mu = self.params.get("mu", 0.0) if self.spec.dp else 0.0
-        mass = state.cls_mass[:n] * scale
+        mass = state.cls_mass.get(slice(0, n)) * scale
         if self.spec.linear_discount:
             discount_total = beta * mass if self.spec.jm else np.zeros(n)
         else:  # ad/pd are not linear in the counts: sum the entry discounts
             used = state.ent_used
-            counts = state.ent_count[:used] * scale
+            counts = state.ent_count.get(slice(0, used)) * scale
             discount_total = np.bincount(state.ent_class[:used], smoothing.entry_discount(counts, self.spec, beta, delta),
                                          minlength=n)[:n]
         log_a = smoothing.log_smoothing_weight(mass, discount_total, mu)
-        docs = state.cls_docs[:n]
+        docs = state.cls_docs.get(slice(0, n))
         active = state.cls_refs[:n] > 0
         log_prior = np.full(n, -np.inf)
         if active.any():
             theta = self.params.get("theta", 1.0)
-            log_prior[active] = theta * (np.log(docs[active]) - np.log(state.class_docs_total))
+            log_prior[active] = theta * (np.log(docs[active]) - np.log(state.class_docs_total.value))
         self._class_terms = _ClassTerms(state.epoch, scale, delta, mu + discount_total, log_a, log_prior)
         return self._class_terms
 
     def background(self, terms: np.ndarray) -> np.ndarray:
         """``p_b(n)`` for known term ids."""
         state = self.state
-        return smoothing.background_prob(state.term_mass[terms], state.total_mass, state.n_vocab, self.spec,
+        return smoothing.background_prob(state.term_mass.get(terms), state.total_mass.value, state.n_vocab, self.spec,
                                          self.params.get("ups", 0.0))
 
     def _build_postings(self, terms: np.ndarray, index: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Posting weights of ``terms`` from the count tables (the lazy recomputation)."""
         state = self.state
         derived = self.class_terms()
-        counts = state.ent_count[state.arena.slot[index]] * derived.scale
+        counts = state.ent_count.get(state.arena.slot[index]) * derived.scale
         discounts = smoothing.entry_discount(counts, self.spec, self.params.get("beta", 0.0), derived.delta)
         background = np.repeat(self.background(terms), lengths)
         weights = smoothing.posting_weight(counts, discounts, derived.denominator[state.arena.cls[index]], background)

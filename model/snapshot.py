@@ -29,7 +29,7 @@ import numpy as np
 from .base import GenerativeTextModel
 from .decay import DecayClock
 from .factory import build_model, model_config
-from .state import CountState, DocRecord, Interner, TermArena
+from .state import CompensatedArray, CompensatedSum, CountState, DocRecord, Interner, TermArena
 
 FORMAT = "sgm-model-snapshot"
 VERSION = 1
@@ -37,6 +37,9 @@ VERSION = 1
 DEFAULT_MAX_BYTES = 8 * 1024**3
 
 _ALLOWED_DTYPES = {"<f8", "<i8", "<i4", "|u1", "|b1"}
+#: Compensated sums of CountState and what they are indexed by (stored as hi and ``_lo`` arrays).
+COMPENSATED = {"cls_docs": "class", "cls_mass": "class", "term_mass": "term", "term_df": "term", "ent_count": "entry"}
+TOTALS = ("total_mass", "total_docs", "class_docs_total")
 
 
 class SnapshotError(ValueError):
@@ -89,12 +92,14 @@ def dumps(model: GenerativeTextModel, extra: dict[str, Any] | None = None) -> by
     arrays["class_free"] = np.array(state.classes.free, dtype=np.int64)
     arrays["term_names"], arrays["term_name_lengths"] = _pack_strings(state.terms.names)
     arrays["term_free"] = np.array(state.terms.free, dtype=np.int64)
-    for name in ("cls_docs", "cls_mass", "cls_refs", "cls_entries"):
-        arrays[name] = np.ascontiguousarray(getattr(state, name)[:n_cls])
-    for name in ("term_mass", "term_df", "term_refs", "term_raw"):
-        arrays[name] = np.ascontiguousarray(getattr(state, name)[:n_terms])
-    for name in ("ent_class", "ent_term", "ent_count", "ent_refs"):
-        arrays[name] = np.ascontiguousarray(getattr(state, name)[:used])
+    for name, size in (("cls_refs", n_cls), ("cls_entries", n_cls), ("term_refs", n_terms), ("term_raw", n_terms),
+                       ("ent_class", used), ("ent_term", used), ("ent_refs", used)):
+        arrays[name] = np.ascontiguousarray(getattr(state, name)[:size])
+    for name, size in COMPENSATED.items():
+        sums = getattr(state, name)
+        limit = {"class": n_cls, "term": n_terms, "entry": used}[size]
+        arrays[name] = sums.hi[:limit].copy()
+        arrays[name + "_lo"] = sums.lo[:limit].copy()
     arrays["ent_free"] = np.array(state.ent_free, dtype=np.int64)
     arena = state.arena
     arrays["arena_slot"] = arena.slot[: arena.used].copy()
@@ -113,9 +118,12 @@ def dumps(model: GenerativeTextModel, extra: dict[str, Any] | None = None) -> by
     arrays.update(model._snapshot_arrays())
     scalars = {
         name: getattr(state, name)
-        for name in ("total_mass", "total_docs", "class_docs_total", "n_docs", "n_vocab", "n1", "n2", "seq",
-                     "ent_used", "pruned_documents", "pruned_entries", "expired_documents", "class_version")
+        for name in ("n_docs", "n_vocab", "n1", "n2", "seq", "ent_used", "pruned_documents", "pruned_entries",
+                     "expired_documents", "class_version")
     }
+    for name in TOTALS:
+        total = getattr(state, name)
+        scalars[name] = [total.hi, total.lo]
     scalars.update(arena_used=arena.used, arena_garbage=arena.garbage)
     digest = hashlib.sha256()
     buffers: dict[str, bytes] = {}
@@ -220,21 +228,19 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> GenerativeTextMo
     state.classes = _interner(_unpack_strings(a["class_names"], a["class_name_lengths"]), a["class_free"])
     state.terms = _interner(_unpack_strings(a["term_names"], a["term_name_lengths"]), a["term_free"])
     n_cls, n_terms = state.classes.capacity, state.terms.capacity
-    for name in ("cls_docs", "cls_mass", "cls_refs", "cls_entries"):
-        value = a[name]
-        if len(value) != n_cls:
-            raise SnapshotError(f"{name} has {len(value)} rows for {n_cls} classes")
-        setattr(state, name, value.copy())
-    for name in ("term_mass", "term_df", "term_refs", "term_raw"):
-        value = a[name]
-        if len(value) != n_terms:
-            raise SnapshotError(f"{name} has {len(value)} rows for {n_terms} terms")
-        setattr(state, name, value.copy())
-    used = len(a["ent_count"])
-    for name in ("ent_class", "ent_term", "ent_count", "ent_refs"):
-        if len(a[name]) != used:
-            raise SnapshotError("entry arrays differ in length")
+    used = len(a["ent_refs"])
+    sizes = {"class": n_cls, "term": n_terms, "entry": used}
+    for name, size in (("cls_refs", "class"), ("cls_entries", "class"), ("term_refs", "term"), ("term_raw", "term"),
+                       ("ent_class", "entry"), ("ent_term", "entry"), ("ent_refs", "entry")):
+        if len(a[name]) != sizes[size]:
+            raise SnapshotError(f"{name} has {len(a[name])} rows for {sizes[size]} {size} ids")
         setattr(state, name, a[name].copy())
+    for name, size in COMPENSATED.items():
+        sums = CompensatedArray()
+        sums.hi, sums.lo = a[name].copy(), a[name + "_lo"].copy()
+        if not (len(sums.hi) == len(sums.lo) == sizes[size]):
+            raise SnapshotError(f"{name} has {len(sums.hi)} rows for {sizes[size]} {size} ids")
+        setattr(state, name, sums)
     if used and (a["ent_class"].max() >= max(n_cls, 1) or a["ent_term"].max() >= max(n_terms, 1)):
         raise SnapshotError("an entry refers to an unknown class or term")
     state.ent_free = a["ent_free"].tolist()
@@ -261,9 +267,13 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> GenerativeTextMo
                            float(a["doc_ts"][i]), int(a["doc_seq"][i]))
         state.docs[doc_id] = record
     scalars = meta["scalars"]
-    for name in ("total_mass", "total_docs", "class_docs_total", "n_docs", "n_vocab", "n1", "n2", "seq", "ent_used",
-                 "pruned_documents", "pruned_entries", "expired_documents", "class_version"):
+    for name in ("n_docs", "n_vocab", "n1", "n2", "seq", "ent_used", "pruned_documents", "pruned_entries",
+                 "expired_documents", "class_version"):
         setattr(state, name, scalars[name])
+    for name in TOTALS:
+        total = CompensatedSum()
+        total.hi, total.lo = (float(x) for x in scalars[name])
+        setattr(state, name, total)
     arena.garbage = scalars["arena_garbage"]
     if state.n_docs != len(state.docs) or state.ent_used != used:
         raise SnapshotError("document or entry counts disagree with the header")
@@ -301,17 +311,22 @@ def state_checksum(model: GenerativeTextModel) -> str:
     digest.update(json.dumps([class_names[i] for i in class_order]).encode())
     digest.update(json.dumps([term_names[i] for i in term_order]).encode())
     co, to = np.array(class_order, dtype=np.int64), np.array(term_order, dtype=np.int64)
-    for name in ("cls_docs", "cls_mass", "cls_refs"):
-        digest.update(getattr(state, name)[co].tobytes())
-    for name in ("term_mass", "term_df", "term_refs", "term_raw"):
+    for sums in (state.cls_docs, state.cls_mass):
+        digest.update(sums.hi[co].tobytes() + sums.lo[co].tobytes())
+    digest.update(state.cls_refs[co].tobytes())
+    for sums in (state.term_mass, state.term_df):
+        digest.update(sums.hi[to].tobytes() + sums.lo[to].tobytes())
+    for name in ("term_refs", "term_raw"):
         digest.update(getattr(state, name)[to].tobytes())
     live = np.flatnonzero(state.ent_refs[: state.ent_used] > 0)
     ent_c = class_rank[state.ent_class[live]]
     ent_t = term_rank[state.ent_term[live]]
     order = np.lexsort((ent_t, ent_c))
-    for values in (ent_c[order], ent_t[order], state.ent_count[live][order], state.ent_refs[live][order].astype(np.int64)):
+    for values in (ent_c[order], ent_t[order], state.ent_count.hi[live][order], state.ent_count.lo[live][order],
+                   state.ent_refs[live][order].astype(np.int64)):
         digest.update(np.ascontiguousarray(values).tobytes())
-    scalars = [state.total_mass, state.total_docs, state.class_docs_total, state.n_docs, state.seq]
+    scalars = [[t.hi, t.lo] for t in (state.total_mass, state.total_docs, state.class_docs_total)]
+    scalars += [state.n_docs, state.seq]
     digest.update(json.dumps(scalars).encode())
     for doc_id in sorted(state.docs):
         record = state.docs[doc_id]

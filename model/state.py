@@ -17,7 +17,8 @@ quantity              MODEL.md                             stored as
 ====================  ===================================  =========================
 
 All of them are in *stored* units of forward decay (see :mod:`model.decay`):
-true value = stored value * ``clock.scale()``.
+true value = stored value * ``clock.scale()``. Sums are compensated
+(:class:`CompensatedArray`): read them with ``.get(index)`` / ``.value``.
 
 Exactness of unlearning: each document keeps the weights it contributed
 (:class:`DocRecord`), so removing it subtracts exactly what was added. Every
@@ -58,6 +59,119 @@ def scatter_add(target: np.ndarray, index: np.ndarray, values, distinct: bool) -
         target[index] += values
     else:
         np.add.at(target, index, values)
+
+
+def _two_sum_into(hi: np.ndarray, lo: np.ndarray, index, values) -> None:
+    """``hi[index] += values`` keeping the exact rounding error in ``lo`` (Knuth's TwoSum).
+
+    ``index`` must not repeat. Branch-free: valid whatever the magnitudes.
+    """
+    s = hi[index]
+    t = s + values
+    b = t - s
+    lo[index] += (s - (t - b)) + (values - b)
+    hi[index] = t
+
+
+class CompensatedArray:
+    """Running sums kept as ``hi + lo`` so that adding and later subtracting is exact.
+
+    Plain float sums lose the low bits of small terms next to large ones; when
+    the large term is unlearned again (a recent, heavily weighted document under
+    decay, say) the remainder would carry a large *relative* error. TwoSum keeps
+    each addition's rounding error in ``lo``, so subtracting the same value
+    restores the remainder to within ``2**-104`` relative.
+
+    >>> sums = CompensatedArray(2)
+    >>> sums.add(np.array([0]), np.array([1e-3]))
+    >>> sums.add(np.array([0]), np.array([2.0 ** 60])); sums.add(np.array([0]), np.array([-2.0 ** 60]))
+    >>> float(sums.get(0)) == 1e-3
+    True
+    """
+
+    __slots__ = ("hi", "lo")
+
+    def __init__(self, size: int = 0) -> None:
+        self.hi = np.zeros(size)
+        self.lo = np.zeros(size)
+
+    def __len__(self) -> int:
+        return len(self.hi)
+
+    def grow(self, size: int) -> None:
+        if size > len(self.hi):
+            self.hi = grow(self.hi, size)
+            self.lo = grow(self.lo, len(self.hi))
+
+    def get(self, index=slice(None)) -> np.ndarray:
+        return self.hi[index] + self.lo[index]
+
+    def add(self, index: np.ndarray, values, distinct: bool = True) -> None:
+        """Add ``values`` at ``index``; repeated indices are added in order (as one by one would)."""
+        values = np.broadcast_to(np.asarray(values, dtype=np.float64), np.shape(index))
+        if distinct or len(index) < 2:
+            _two_sum_into(self.hi, self.lo, index, values)
+            return
+        order = np.argsort(index, kind="stable")
+        ordered = index[order]
+        first = np.r_[True, ordered[1:] != ordered[:-1]]
+        starts = np.flatnonzero(first)
+        rank = np.empty(len(index), dtype=np.int64)
+        rank[order] = np.arange(len(index)) - np.repeat(starts, np.diff(np.r_[starts, len(index)]))
+        by_rank = np.argsort(rank, kind="stable")  # round r: the r-th occurrence of every index, in order
+        bounds = np.cumsum(np.bincount(rank))
+        at = 0
+        for end in bounds.tolist():
+            chosen = by_rank[at:end]
+            _two_sum_into(self.hi, self.lo, index[chosen], values[chosen])
+            at = end
+
+    def zero(self, index) -> None:
+        self.hi[index] = 0.0
+        self.lo[index] = 0.0
+
+    def clamp(self, index) -> None:
+        """Sums of positive weights are never negative: reset round-off below zero."""
+        negative = np.asarray(index)[(self.hi[index] + self.lo[index]) < 0]
+        if len(negative):
+            self.zero(negative)
+
+    def ldexp(self, exponent: int, size: int | None = None) -> None:
+        part = slice(None) if size is None else slice(0, size)
+        self.hi[part] = np.ldexp(self.hi[part], exponent)
+        self.lo[part] = np.ldexp(self.lo[part], exponent)
+
+
+class CompensatedSum:
+    """A scalar :class:`CompensatedArray`."""
+
+    __slots__ = ("hi", "lo")
+
+    def __init__(self) -> None:
+        self.hi = 0.0
+        self.lo = 0.0
+
+    @property
+    def value(self) -> float:
+        return self.hi + self.lo
+
+    def add(self, x: float) -> None:
+        s = self.hi
+        t = s + x
+        b = t - s
+        self.lo += (s - (t - b)) + (x - b)
+        self.hi = t
+
+    def zero(self) -> None:
+        self.hi = self.lo = 0.0
+
+    def clamp(self) -> None:
+        if self.hi + self.lo < 0:
+            self.zero()
+
+    def ldexp(self, exponent: int) -> None:
+        self.hi = math.ldexp(self.hi, exponent)
+        self.lo = math.ldexp(self.lo, exponent)
 
 
 class Interner:
@@ -269,28 +383,28 @@ class CountState:
         self.classes = Interner()
         self.terms = Interner()
         # per class
-        self.cls_docs = np.zeros(0)
-        self.cls_mass = np.zeros(0)
+        self.cls_docs = CompensatedArray()
+        self.cls_mass = CompensatedArray()
         self.cls_refs = np.zeros(0, dtype=np.int64)
         self.cls_entries = np.zeros(0, dtype=np.int64)
         # per term
-        self.term_mass = np.zeros(0)
-        self.term_df = np.zeros(0)
+        self.term_mass = CompensatedArray()
+        self.term_df = CompensatedArray()
         self.term_refs = np.zeros(0, dtype=np.int64)
         self.term_raw = np.zeros(0)
         self.arena = TermArena()  # term -> its entries; arena.length[n] = classes holding n
         # per (class, term) entry, addressed by slot
         self.ent_class = np.zeros(0, dtype=np.int32)
         self.ent_term = np.zeros(0, dtype=np.int32)
-        self.ent_count = np.zeros(0)
+        self.ent_count = CompensatedArray()
         self.ent_refs = np.zeros(0, dtype=np.int32)
         self.ent_free: list[int] = []
         self.ent_used = 0  # high-water mark of slots
         self.slot_of: dict[int, int] = {}  # (term << 32 | class) -> slot
         # totals
-        self.total_mass = 0.0
-        self.total_docs = 0.0
-        self.class_docs_total = 0.0  # sum_l N(l): differs from I when documents carry several classes
+        self.total_mass = CompensatedSum()
+        self.total_docs = CompensatedSum()
+        self.class_docs_total = CompensatedSum()  # sum_l N(l): differs from I when documents carry several classes
         self.n_docs = 0
         self.n_vocab = 0  # terms with at least one entry: V of the uniform background
         self.n1 = 0  # terms whose raw count is exactly 1 (Kneser-Ney estimate)
@@ -324,9 +438,9 @@ class CountState:
                 add(key)
             ids = list(map(get, term_keys))
             cap = self.terms.capacity
-            if cap > len(self.term_mass):
-                self.term_mass = grow(self.term_mass, cap)
-                self.term_df = grow(self.term_df, cap)
+            if cap > len(self.term_refs):
+                self.term_mass.grow(cap)
+                self.term_df.grow(cap)
                 self.term_refs = grow(self.term_refs, cap)
                 self.term_raw = grow(self.term_raw, cap)
                 self.arena.reserve_terms(cap)
@@ -338,9 +452,9 @@ class CountState:
         if len(self.classes) != known:
             self.class_version += 1
         cap = self.classes.capacity
-        if cap > len(self.cls_docs):
-            self.cls_docs = grow(self.cls_docs, cap)
-            self.cls_mass = grow(self.cls_mass, cap)
+        if cap > len(self.cls_refs):
+            self.cls_docs.grow(cap)
+            self.cls_mass.grow(cap)
             self.cls_refs = grow(self.cls_refs, cap)
             self.cls_entries = grow(self.cls_entries, cap)
         return ids
@@ -352,16 +466,16 @@ class CountState:
         fresh = count - len(reused)
         slots = np.array(reused + list(range(self.ent_used, self.ent_used + fresh)), dtype=np.int64)
         self.ent_used += fresh
-        if self.ent_used > len(self.ent_count):
+        if self.ent_used > len(self.ent_refs):
             self.ent_class = grow(self.ent_class, self.ent_used)
             self.ent_term = grow(self.ent_term, self.ent_used)
-            self.ent_count = grow(self.ent_count, self.ent_used)
+            self.ent_count.grow(self.ent_used)
             self.ent_refs = grow(self.ent_refs, self.ent_used)
         class_ids = keys & 0xFFFFFFFF
         term_ids = keys >> 32
         self.ent_class[slots] = class_ids
         self.ent_term[slots] = term_ids
-        self.ent_count[slots] = 0.0
+        self.ent_count.zero(slots)
         self.ent_refs[slots] = 0
         self.slot_of.update(zip(keys.tolist(), slots.tolist()))
         np.add.at(self.cls_entries, class_ids, 1)
@@ -374,17 +488,17 @@ class CountState:
         term_id = int(self.ent_term[slot])
         del self.slot_of[(term_id << 32) | class_id]
         self.arena.remove(term_id, slot)
-        self.ent_count[slot] = 0.0
+        self.ent_count.zero(slot)
         self.ent_refs[slot] = 0
         self.ent_free.append(slot)
         self.cls_entries[class_id] -= 1
         if self.cls_entries[class_id] == 0:
-            self.cls_mass[class_id] = 0.0  # exactly: no residue from rounding
+            self.cls_mass.zero(class_id)  # exactly: no residue from rounding
         if self.arena.length[term_id] == 0:
             self.n_vocab -= 1
-            self.term_mass[term_id] = 0.0
+            self.term_mass.zero(term_id)
         if not self.slot_of:
-            self.total_mass = 0.0
+            self.total_mass.zero()
 
     # ------------------------------------------------------------ learning
     def add_document(self, doc_id: str, class_keys: Sequence[str], term_keys: list[str], raw_counts: np.ndarray,
@@ -414,15 +528,17 @@ class CountState:
         split = self._first_rebase(items)
         if split:  # learn what comes before the rebase with the old origin, as one by one would
             return self.add_documents(items[:split], weigh) + self.add_documents(items[split:], weigh)
+        times, scales = [], []  # each document's event time and the decay scale when it arrives
         for item in items:
             half_lives = clock.observe(item[4])
             if half_lives:
                 self._rebase(half_lives)
-        scale = clock.scale()
+            times.append(clock.event_time(item[4]))  # ts None: the model time at this document
+            scales.append(clock.scale())
         records: list[DocRecord | None] = [None] * len(items)
         kept, factors = [], []
-        for position, item in enumerate(items):
-            factor = clock.factor(item[4])
+        for position, (t, scale) in enumerate(zip(times, scales)):
+            factor = clock.factor(t)
             if factor * scale < _UNDERFLOW:
                 self.expired_documents += 1
             else:
@@ -442,7 +558,7 @@ class CountState:
         term_factor = factor_of[owner]
         touched = terms if single else np.unique(terms)
         old_raw = self.term_raw[touched]
-        scatter_add(self.term_df, terms, term_factor, single)
+        self.term_df.add(terms, term_factor, single)
         scatter_add(self.term_refs, terms, 1, single)
         scatter_add(self.term_raw, terms, raw, single)
         self._update_kn(old_raw, self.term_raw[touched])
@@ -451,18 +567,18 @@ class CountState:
         pair_doc, pair_class = [], []  # one (document, class) pair per class a document counts under
         new_records = []
         for index, (position, item, factor, begin, end) in enumerate(zip(kept, batch, factors, begins, ends)):
-            doc_id, class_keys, _, _, ts = item
+            doc_id, class_keys = item[0], item[1]
             classes = self._class_ids(class_keys)
-            self.total_docs += factor
+            self.total_docs.add(factor)
             self.n_docs += 1
             for c in classes:
-                self.cls_docs[c] += factor
+                self.cls_docs.add(c, factor)
                 self.cls_refs[c] += 1
-                self.class_docs_total += factor
+                self.class_docs_total.add(factor)
                 pair_doc.append(index)
                 pair_class.append(c)
             self.seq += 1
-            record = DocRecord(classes, terms[begin:end], None, raw[begin:end], factor, clock.event_time(ts), self.seq)
+            record = DocRecord(classes, terms[begin:end], None, raw[begin:end], factor, times[position], self.seq)
             self.docs[doc_id] = record
             if self._track_expiry():
                 heapq.heappush(self._expiry, (factor, self.seq, doc_id))
@@ -525,15 +641,13 @@ class CountState:
                 self._new_entries(missing, distinct_terms)
                 slots = list(map(get, key_list))
             index = np.array(slots, dtype=np.int64)
-            scatter_add(self.ent_count, index, pair_contrib, distinct_keys)
+            self.ent_count.add(index, pair_contrib, distinct_keys)
             scatter_add(self.ent_refs, index, 1, distinct_keys)
-            scatter_add(self.term_mass, pair_terms, pair_contrib, distinct_terms)
+            self.term_mass.add(pair_terms, pair_contrib, distinct_terms)
         masses = doc_mass[pair_doc]
-        scatter_add(self.cls_mass, pair_class, masses, len(pair_class) == 1)
-        total = self.total_mass
-        for mass in masses.tolist():
-            total += mass
-        self.total_mass = total
+        for c, mass in zip(pair_class.tolist(), masses.tolist()):  # in document order
+            self.cls_mass.add(c, mass)
+            self.total_mass.add(mass)
 
     def remove_document(self, doc_id: str) -> DocRecord | None:
         """Unlearn a live document exactly; ``None`` if the id is not live."""
@@ -547,38 +661,41 @@ class CountState:
 
     def _uncount_document(self, record: DocRecord) -> None:
         terms, factor = record.terms, record.factor
-        df = self.term_df[terms] - factor
+        self.term_df.add(terms, -factor)
         refs = self.term_refs[terms] - 1
         old_raw = self.term_raw[terms]
         new_raw = old_raw - record.raw
         dead = refs == 0
-        df[dead] = 0.0
         new_raw[dead] = 0.0
-        np.maximum(df, 0.0, out=df)
-        self.term_df[terms] = df
+        self.term_df.zero(terms[dead])
+        self.term_df.clamp(terms)
         self.term_refs[terms] = refs
         self.term_raw[terms] = new_raw
         self._update_kn(old_raw, new_raw)
         for t in terms[dead].tolist():
             assert self.arena.length[t] == 0, "a term without documents has no entries"
-            self.term_mass[t] = 0.0
+            self.term_mass.zero(t)
             self.terms.remove(t)
         self.n_docs -= 1
-        self.total_docs = 0.0 if self.n_docs == 0 else max(self.total_docs - factor, 0.0)
+        self.total_docs.add(-factor)
+        self.total_docs.clamp()
         for c in record.classes:
             self.cls_refs[c] -= 1
-            self.class_docs_total -= factor
+            self.class_docs_total.add(-factor)
             if self.cls_refs[c] == 0:
                 assert self.cls_entries[c] == 0
-                self.cls_docs[c] = 0.0
-                self.cls_mass[c] = 0.0
+                self.cls_docs.zero(c)
+                self.cls_mass.zero(c)
                 self.classes.remove(c)
                 self.class_version += 1
             else:
-                self.cls_docs[c] = max(self.cls_docs[c] - factor, 0.0)
+                self.cls_docs.add(c, -factor)
+                self.cls_docs.clamp([c])
+        self.class_docs_total.clamp()
         if self.n_docs == 0:
-            self.class_docs_total = 0.0
-            self.total_mass = 0.0
+            self.total_docs.zero()
+            self.class_docs_total.zero()
+            self.total_mass.zero()
 
     def _update_kn(self, old_raw: np.ndarray, new_raw: np.ndarray) -> None:
         self.n1 += int(np.count_nonzero(new_raw == 1.0)) - int(np.count_nonzero(old_raw == 1.0))
@@ -597,19 +714,18 @@ class CountState:
         for c in record.classes:
             index = np.fromiter(map(self.slot_of.__getitem__, [k | c for k in shifted]), dtype=np.int64,
                                 count=len(shifted))
-            counts = self.ent_count[index] - contrib
+            self.ent_count.add(index, -contrib)
+            self.ent_count.clamp(index)
             refs = self.ent_refs[index] - 1
-            np.maximum(counts, 0.0, out=counts)
-            counts[refs == 0] = 0.0
-            self.ent_count[index] = counts
             self.ent_refs[index] = refs
+            self.cls_mass.add(c, -mass)
+            self.cls_mass.clamp([c])
+            self.term_mass.add(terms, -contrib)
+            self.term_mass.clamp(terms)
+            self.total_mass.add(-mass)
+            self.total_mass.clamp()
             for slot in index[refs == 0].tolist():
                 self._free_entry(slot)
-            self.cls_mass[c] = max(self.cls_mass[c] - mass, 0.0)
-            term_mass = self.term_mass[terms] - contrib
-            np.maximum(term_mass, 0.0, out=term_mass)
-            self.term_mass[terms] = term_mass
-            self.total_mass = max(self.total_mass - mass, 0.0)
 
     # ----------------------------------------------------- decay and memory
     def _rebase(self, half_lives: int) -> None:
@@ -619,12 +735,11 @@ class CountState:
             self.remove_document(doc_id)
             self.expired_documents += 1
         n = self.ent_used
-        for name in ("cls_docs", "cls_mass", "term_mass", "term_df"):
-            setattr(self, name, np.ldexp(getattr(self, name), -half_lives))
-        self.ent_count[:n] = np.ldexp(self.ent_count[:n], -half_lives)
-        self.total_mass = math.ldexp(self.total_mass, -half_lives)
-        self.total_docs = math.ldexp(self.total_docs, -half_lives)
-        self.class_docs_total = math.ldexp(self.class_docs_total, -half_lives)
+        for sums in (self.cls_docs, self.cls_mass, self.term_mass, self.term_df):
+            sums.ldexp(-half_lives)
+        self.ent_count.ldexp(-half_lives, n)
+        for total in (self.total_mass, self.total_docs, self.class_docs_total):
+            total.ldexp(-half_lives)
         for record in self.docs.values():
             record.factor = math.ldexp(record.factor, -half_lives)
         self._expiry = [(math.ldexp(f, -half_lives), s, d) for f, s, d in self._expiry]

@@ -121,7 +121,7 @@ def test_unlearning_everything_then_relearning_is_exact(config, items, queries):
     for i in range(len(items)):
         model.forget(f"x{i}")
     assert len(model) == 0 and model.state.n_entries == 0 and model.classes_ == []
-    assert model.state.total_mass == 0.0 and model.state.n_vocab == 0
+    assert model.state.total_mass.value == 0.0 and model.state.n_vocab == 0
     ops_again = [("learn", doc, labels, ts, f"y{i}") for i, (doc, labels, ts) in enumerate(items)]
     # fresh model and reference must agree with the reused one: time only moves forward
     _, reference = replay(config, ops_again, queries)
