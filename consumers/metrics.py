@@ -56,6 +56,8 @@ class ServiceMetrics:
         self.snapshot_seconds = Histogram("sgm_snapshot_duration_seconds", "Time to serialize and write a snapshot",
                                           buckets=LATENCY_BUCKETS, registry=registry)
         self.snapshots = Counter("sgm_snapshots_total", "Snapshots written", registry=registry)
+        self.snapshot_failures = Counter("sgm_snapshot_failures_total", "Snapshot writes that failed (retried later)",
+                                         registry=registry)
         self.prequential_accuracy = Gauge("sgm_prequential_accuracy",
                                           "Accuracy of earlier predictions, checked as their labels arrive "
                                           "(rolling window)", registry=registry)

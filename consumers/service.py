@@ -141,6 +141,7 @@ class Service:
     def _restore(self) -> None:
         cfg = self.config
         wanted = build_model(cfg.model_config())
+        self.store.remove_leftovers()
         found = self.store.latest()
         if found is None:
             self.model, self.train_offsets = wanted, {}
@@ -411,7 +412,13 @@ class Service:
         extra = {"train_topic": self.config.train_topic,
                  "train_offsets": {str(p): o for p, o in self.train_offsets.items()},
                  "written_at": time.time(), "role": self.config.role}
-        saved = self.store.save(self.model.to_bytes(extra))
+        try:
+            saved = self.store.save(self.model.to_bytes(extra))
+        except OSError as exc:  # disk full, permissions: keep serving, retry at the next trigger
+            self._last_snapshot = time.time()
+            self.metrics.snapshot_failures.inc()
+            log.error("snapshot failed; will retry", extra={"error": str(exc), "state_dir": self.config.state_dir})
+            return
         self._since_snapshot = 0
         self._last_snapshot = self._last_snapshot_written = time.time()
         self.metrics.snapshots.inc()

@@ -57,8 +57,24 @@ class SnapshotStore:
         self.keep = keep
         self.max_bytes = max_bytes
         self.directory.mkdir(parents=True, exist_ok=True)
+
+    def remove_leftovers(self) -> int:
+        """Delete temporary files of writers that died mid-write (never published).
+
+        Only the process that owns the directory calls this at start; files of
+        a live process (a pid that still exists) are left alone.
+        """
+        removed = 0
         for leftover in self.directory.glob(".snapshot-*.tmp"):
-            leftover.unlink(missing_ok=True)  # a crash mid-write leaves these; they were never published
+            try:
+                pid = int(leftover.name.split(".")[-2])
+            except (ValueError, IndexError):
+                continue
+            if pid != os.getpid() and _alive(pid):
+                continue
+            leftover.unlink(missing_ok=True)
+            removed += 1
+        return removed
 
     def files(self) -> list[Path]:
         """Snapshot files, oldest first."""
@@ -96,6 +112,16 @@ class SnapshotStore:
         if size > self.max_bytes:
             raise SnapshotError(f"{path} is {size} bytes, above the {self.max_bytes}-byte limit; refusing to start")
         return path, path.read_bytes()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -162,13 +162,17 @@ class DenseReference:
         for c in classes:
             row = counts[c]
             mass = sum(row.values())
-            kept = {t: row.get(t, 0.0) - self.discount(row.get(t, 0.0), delta) for t in vocab}
+            discounts = {t: self.discount(row.get(t, 0.0), delta) for t in vocab}
+            kept = {t: row.get(t, 0.0) - discounts[t] for t in vocab}
             kept_total = sum(kept.values())
-            a = 1.0 if mu + mass <= 0 else 1.0 - kept_total / (mu + mass)
+            # a_l = 1 - sum(C - D) / (mu + C(l)), evaluated as (mu + sum D) / (mu + C(l)) to avoid
+            # the cancellation of 1 - x when nearly nothing is discounted
+            a = 1.0 if mu + mass <= 0 else (mu + sum(discounts.values())) / (mu + mass)
+            one_minus_a = 0.0 if mu + mass <= 0 else kept_total / (mu + mass)
             score = theta * math.log(docs_per_class[c] / all_docs)
             for t, w in query.items():
                 pu = kept[t] / kept_total if kept_total > 0 else 0.0
-                score += w * math.log((1 - a) * pu + a * p_b(t))
+                score += w * math.log(one_minus_a * pu + a * p_b(t))
             out[c] = score
         peak = max(out.values())
         norm = peak + math.log(sum(math.exp(v - peak) for v in out.values()))

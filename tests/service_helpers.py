@@ -1,0 +1,107 @@
+"""Helpers for service tests: run a Service in a thread, feed events, read outputs and dead letters."""
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from consumers.config import ServiceConfig
+from consumers.service import Service
+from model import LearnGuardError, build_model
+from stream.records import Op, parse_dead_letter, parse_output, parse_train
+from stream.transport import Client, TopicPartition
+
+
+@dataclass
+class Running:
+    service: Service
+    stop: threading.Event
+    thread: threading.Thread
+    errors: list = field(default_factory=list)
+
+    def halt(self, timeout: float = 60.0) -> None:
+        self.stop.set()
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "service did not stop"
+        if self.errors:
+            raise self.errors[0]
+
+
+def start_service(config: ServiceConfig, client: Client) -> Running:
+    """Start a Service in a thread; its start() creates the topics before anything is produced."""
+    service = Service(config, client=client)
+    stop = threading.Event()
+    running = Running(service, stop, None)  # type: ignore[arg-type]
+
+    def target() -> None:
+        try:
+            service.run(stop)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by halt()
+            running.errors.append(exc)
+            service.started.set()
+
+    running.thread = threading.Thread(target=target, daemon=True)
+    running.thread.start()
+    assert service.started.wait(60), "service did not start"
+    if running.errors:
+        raise running.errors[0]
+    return running
+
+
+def feed(client: Client, config: ServiceConfig, events, chunk: int = 500) -> None:
+    producer = client.producer()
+    for start in range(0, len(events), chunk):
+        for event in events[start : start + chunk]:
+            topic = config.train_topic if event.kind == "train" else config.score_topic
+            producer.send(topic, event.value, key=event.key)
+        producer.flush()
+    producer.close()
+
+
+def read_topic(client: Client, topic: str, until, timeout: float = 60.0) -> list:
+    """Records of ``topic`` from the start until ``until(records)`` holds or the timeout passes."""
+    consumer = client.consumer(None)
+    consumer.assign([TopicPartition(topic, p) for p in consumer.partitions_for(topic)])
+    records: list = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not until(records):
+        records.extend(consumer.poll(5000, 0.2))
+    consumer.close()
+    return records
+
+
+def outputs_by_id(records) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for record in records:
+        parsed = parse_output(record.value)
+        out.setdefault(parsed.id, []).append(parsed)
+    return out
+
+
+def dead_letters(records) -> list:
+    return [parse_dead_letter(r.value) for r in records]
+
+
+def reference_model(config: ServiceConfig, events):
+    """A model trained in-process on the valid training records, in order, as the service applies them."""
+    model = build_model(config.model_config())
+    for event in events:
+        if event.kind != "train" or not event.valid:
+            continue
+        parsed = parse_train(event.value)
+        doc = parsed.text if parsed.text is not None else parsed.terms
+        if parsed.op is Op.LEARN:
+            model.learn_one(doc, parsed.labels, ts=parsed.ts, id=parsed.id)
+        elif parsed.op is Op.FORGET:
+            model.forget(parsed.id)
+        else:
+            try:
+                model.unlearn_one(doc, parsed.labels, ts=parsed.ts, id=parsed.id)
+            except LearnGuardError:
+                pass
+    return model
+
+
+def expected_reasons(events) -> Counter:
+    return Counter((e.kind, e.expected_reason.value) for e in events if e.expected_reason is not None)
