@@ -44,6 +44,46 @@ def _logfmt_value(value) -> str:
     return text
 
 
+#: Longest id written to a log line (ids are bounded by the validator, keys of bad records are not).
+MAX_LOGGED_ID_CHARS = 200
+#: Rejected values up to this size are re-read for their id; bigger ones are only identified by key.
+MAX_ID_PROBE_BYTES = 1 << 20
+
+
+def record_context(record, doc_id: str | None = None) -> dict:
+    """Log fields that identify a consumed record: ``id``, ``topic``, ``partition``, ``offset``.
+
+    The id is ``doc_id`` when the record parsed; else the value's ``id`` field if
+    it can still be read (a record rejected for its labels has a good id); else
+    the Kafka key, which producers set to the id (docs/SCHEMAS.md). None when
+    none of these exists.
+
+    >>> from stream.transport import Record
+    >>> record_context(Record("sgm-train", 0, 41, b"k-7", b'{"id": "m1", "labels": [""]}'))
+    {'id': 'm1', 'topic': 'sgm-train', 'partition': 0, 'offset': 41}
+    >>> record_context(Record("sgm-score", 2, 5, b"k-7", b"\\xff not json"))["id"]
+    'k-7'
+    """
+    if doc_id is None:
+        doc_id = _id_in_value(record.value)
+    if doc_id is None and record.key is not None:
+        doc_id = bytes(record.key).decode("utf-8", "replace")
+    if doc_id is not None and len(doc_id) > MAX_LOGGED_ID_CHARS:
+        doc_id = doc_id[: MAX_LOGGED_ID_CHARS - 3] + "..."
+    return {"id": doc_id, "topic": record.topic, "partition": record.partition, "offset": record.offset}
+
+
+def _id_in_value(value: bytes | None) -> str | None:
+    if value is None or len(value) > MAX_ID_PROBE_BYTES:
+        return None
+    try:
+        obj = json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+    found = obj.get("id") if isinstance(obj, dict) else None
+    return found if isinstance(found, str) and found.strip() else None  # an empty id says less than the key
+
+
 def setup_logging(fmt: str = "json", level: str = "INFO", stream=None) -> None:
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())

@@ -2,81 +2,145 @@
 
 Each :class:`ServiceMetrics` owns a registry, so several services (tests, the
 demo) can live in one Python process. The Grafana dashboard and the alert
-rules in ``deploy/`` depend on these names.
+rules in ``deploy/`` depend on these names; ``tests/test_deploy.py`` checks
+that every name they use is exported.
+
+The service updates counters and histograms as records flow, and calls the
+``refresh_*``/``set_*`` methods for gauges that cost a model walk or a broker
+request (every ``GAUGE_INTERVAL`` seconds, see consumers/service.py).
 """
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections import deque
+from collections.abc import Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
 
 #: Latency buckets (seconds): 0.5 ms .. 30 s.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+#: Per-document scoring time is far below a batch's: finer buckets from 5 us.
+SCORE_BUCKETS = (0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                 0.05, 0.1, 0.25, 1.0)
 #: Beyond this many distinct labels, per-label prediction counts go to "_other" (bounded cardinality).
 MAX_LABEL_SERIES = 500
+#: Predictions whose feedback forms the prequential accuracy window.
+ACCURACY_WINDOW = 1000
 
 
 class ServiceMetrics:
-    """All metric families of a trainer/classifier process."""
+    """All metric families of a trainer/classifier process.
 
-    def __init__(self, role: str, window: int = 1000) -> None:
+    Parameters
+    ----------
+    role : str
+        ``all``, ``trainer`` or ``classifier`` (label of ``sgm_up``).
+    window : int
+        Feedback events in the prequential accuracy window.
+    """
+
+    def __init__(self, role: str, window: int = ACCURACY_WINDOW) -> None:
         self.registry = registry = CollectorRegistry()
         self.role = role
+        self.started_at = time.time()
+        # -- documents
         self.learned = Counter("sgm_documents_learned_total", "Training documents learned", registry=registry)
-        self.unlearned = Counter("sgm_documents_unlearned_total", "Training documents unlearned (unlearn and forget)",
+        self.unlearned = Counter("sgm_documents_unlearned_total",
+                                 "Training documents removed by a correction (op=unlearn) or a forget (op=forget)",
                                  ["op"], registry=registry)
-        self.training_records = Counter("sgm_training_records_total", "Training records read", registry=registry)
-        self.scored = Counter("sgm_documents_scored_total", "Documents scored", registry=registry)
-        self.dead_lettered = Counter("sgm_documents_dead_lettered_total", "Records rejected (to the dead-letter topic)",
-                                     ["reason", "topic"], registry=registry)
-        self.score_latency = Histogram("sgm_score_latency_seconds", "Model scoring time per document (batch time / size)",
-                                       buckets=LATENCY_BUCKETS, registry=registry)
+        self.training_records = Counter("sgm_training_records_total",
+                                        "Training records applied (valid or rejected; redeliveries skipped)",
+                                        registry=registry)
+        self.scored = Counter("sgm_documents_scored_total", "Documents scored (outputs acknowledged by the broker)",
+                              registry=registry)
+        self.dead_lettered = Counter("sgm_documents_dead_lettered_total",
+                                     "Records this process wrote to the dead-letter topic, by reason and source topic "
+                                     "(source: train or score)", ["reason", "source"], registry=registry)
+        self.rejected = Counter("sgm_records_rejected_total",
+                                "Records rejected, dead-lettered here or not (a classifier leaves training "
+                                "dead letters to the trainer)", ["reason", "source"], registry=registry)
+        # -- latency
+        self.score_latency = Histogram("sgm_score_latency_seconds",
+                                       "Model scoring time per document (batch scoring time / batch size)",
+                                       buckets=SCORE_BUCKETS, registry=registry)
         self.end_to_end_latency = Histogram("sgm_end_to_end_latency_seconds",
-                                            "From the scoring record's timestamp to its output being written",
-                                            buckets=LATENCY_BUCKETS, registry=registry)
-        self.batch_seconds = Histogram("sgm_batch_seconds", "Wall time of one scoring batch (poll excluded)",
+                                            "From the scoring record's Kafka timestamp until its output is "
+                                            "acknowledged and its batch committed", buckets=LATENCY_BUCKETS, registry=registry)
+        self.batch_seconds = Histogram("sgm_batch_seconds", "Wall time of one scoring batch by stage (poll excluded)",
                                        ["stage"], buckets=LATENCY_BUCKETS, registry=registry)
-        self.consumer_lag = Gauge("sgm_consumer_lag", "Records behind the log end", ["topic", "partition"],
-                                  registry=registry)
-        self.training_offset = Gauge("sgm_training_offset", "Next training offset the model will apply",
+        # -- Kafka positions
+        self.consumer_lag = Gauge("sgm_consumer_lag", "Records behind the log end, per topic and partition this "
+                                  "process reads", ["topic", "partition"], registry=registry)
+        self.training_offset = Gauge("sgm_training_offset", "Next training offset the model will apply (its version)",
                                      ["partition"], registry=registry)
+        # -- model size
         self.model_labels = Gauge("sgm_model_labels", "Classes in the model", registry=registry)
         self.model_terms = Gauge("sgm_model_terms", "Terms with counts in the model", registry=registry)
         self.model_documents = Gauge("sgm_model_documents", "Live documents in the model", registry=registry)
-        self.model_postings = Gauge("sgm_model_postings", "Postings (class, term entries) in the model", registry=registry)
-        self.model_bytes = Gauge("sgm_model_bytes", "Approximate bytes of the model's arrays and tables", registry=registry)
-        self.stale_recomputed = Gauge("sgm_stale_postings_recomputed", "Posting lists recomputed lazily since start",
-                                      registry=registry)
-        self.pruned = Gauge("sgm_model_pruned_documents", "Documents dropped by the memory bound since start",
+        self.model_postings = Gauge("sgm_model_postings", "Postings (class, term entries) in the model",
+                                    registry=registry)
+        self.model_bytes = Gauge("sgm_model_bytes", "Approximate bytes of the model's arrays and tables",
+                                 registry=registry)
+        self.stale_recomputed = Counter("sgm_stale_postings_recomputed_total",
+                                        "Posting lists recomputed lazily because an update made them stale",
+                                        registry=registry)
+        self.pruned = Gauge("sgm_model_pruned_documents",
+                            "Documents dropped by the memory bound over the model's life (kept in snapshots)",
                             registry=registry)
-        self.snapshot_age = Gauge("sgm_snapshot_age_seconds", "Seconds since the last snapshot was written",
-                                  registry=registry)
-        self.snapshot_bytes = Gauge("sgm_snapshot_bytes", "Size of the last snapshot", registry=registry)
+        self.expired = Gauge("sgm_model_expired_documents",
+                             "Documents whose decayed weight expired over the model's life (kept in snapshots)",
+                             registry=registry)
+        # -- snapshots
+        self.snapshot_age = Gauge("sgm_snapshot_age_seconds",
+                                  "Seconds since the last snapshot was written (restored one included; "
+                                  "before any: since the process started)", registry=registry)
+        self.snapshot_pending = Gauge("sgm_snapshot_pending_records",
+                                      "Training records applied since the last snapshot (lost on a crash, replayed "
+                                      "from Kafka on restart)", registry=registry)
+        self.snapshot_bytes = Gauge("sgm_snapshot_bytes", "Size of the last snapshot written", registry=registry)
         self.snapshot_seconds = Histogram("sgm_snapshot_duration_seconds", "Time to serialize and write a snapshot",
                                           buckets=LATENCY_BUCKETS, registry=registry)
         self.snapshots = Counter("sgm_snapshots_total", "Snapshots written", registry=registry)
         self.snapshot_failures = Counter("sgm_snapshot_failures_total", "Snapshot writes that failed (retried later)",
                                          registry=registry)
+        # -- quality
         self.prequential_accuracy = Gauge("sgm_prequential_accuracy",
-                                          "Accuracy of earlier predictions, checked as their labels arrive "
-                                          "(rolling window)", registry=registry)
-        self.feedback = Counter("sgm_feedback_total", "Training records for ids this process had scored",
-                                ["outcome"], registry=registry)
+                                          "Share of the last predictions (window) whose top label was among the labels "
+                                          "that arrived later as training (NaN before any feedback)", registry=registry)
+        self.feedback = Counter("sgm_feedback_total", "Labels that arrived for ids this process had scored, by outcome "
+                                "(correct, wrong)", ["outcome"], registry=registry)
         self.predictions = Counter("sgm_predictions_total", "Top predicted label of scored documents", ["label"],
                                    registry=registry)
         self.up = Gauge("sgm_up", "1 while the service loop runs", ["role"], registry=registry)
+        self.transport_errors = Counter("sgm_transport_errors_total", "Kafka errors the loop survived (retried with backoff), by stage", ["stage"], registry=registry)
+        # CPU, resident memory and open files of the process, as sgm_process_*.
+        ProcessCollector(namespace="sgm", registry=registry)
+
+        self.prequential_accuracy.set(math.nan)
         self._window: deque[bool] = deque(maxlen=window)
+        self._window_correct = 0
         self._labels_seen: set[str] = set()
+        self._lag_partitions: dict[str, set[int]] = {}
+        self._recomputed_seen = 0
+        self._last_snapshot_at: float | None = None
         self._lock = threading.Lock()
         self._server = None
 
+    # ------------------------------------------------------------------ endpoint
     def serve(self, address: str) -> tuple[str, int] | None:
-        """Expose ``/metrics`` on ``HOST:PORT`` (port 0 = any free port); returns the bound address."""
+        """Expose ``/metrics`` on ``HOST:PORT`` (port 0 = any free port; ``[::]:9464`` for IPv6).
+
+        Returns the bound ``(host, port)``, or None when ``address`` is empty (disabled).
+        """
         if not address:
             return None
-        host, _, port = address.rpartition(":")
-        server, _thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
+        host, sep, port = address.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"metrics address must be HOST:PORT, got {address!r}")
+        host = host.strip("[]") or "127.0.0.1"
+        server, _thread = start_http_server(int(port), addr=host, registry=self.registry)
         self._server = server
         return server.server_address[0], server.server_address[1]
 
@@ -86,10 +150,32 @@ class ServiceMetrics:
             self._server.server_close()
             self._server = None
 
+    # ------------------------------------------------------------------ events
+    def record_rejection(self, reason: str, source: str, dead_lettered: bool) -> None:
+        """One rejected record; ``dead_lettered`` when this process writes it to the DLQ."""
+        self.rejected.labels(reason, source).inc()
+        if dead_lettered:
+            self.dead_lettered.labels(reason, source).inc()
+
+    def observe_scored(self, documents: int, scoring_seconds: float) -> None:
+        """A batch of ``documents`` scored (outputs acknowledged) in ``scoring_seconds`` of model time."""
+        if documents <= 0:
+            return
+        self.scored.inc(documents)
+        per_document = scoring_seconds / documents
+        observe = self.score_latency.observe
+        for _ in range(documents):  # one observation per document: the histogram's count equals the scored count
+            observe(per_document)
+
     def record_feedback(self, correct: bool) -> None:
+        """A label arrived for a document this process had predicted."""
         with self._lock:
-            self._window.append(correct)
-            self.prequential_accuracy.set(sum(self._window) / len(self._window))
+            window = self._window
+            if len(window) == window.maxlen:
+                self._window_correct -= window[0]
+            window.append(correct)
+            self._window_correct += correct
+            self.prequential_accuracy.set(self._window_correct / len(window))
         self.feedback.labels("correct" if correct else "wrong").inc()
 
     def record_prediction(self, label: str) -> None:
@@ -99,3 +185,59 @@ class ServiceMetrics:
             else:
                 self._labels_seen.add(label)
         self.predictions.labels(label).inc()
+
+    # ------------------------------------------------------------------ snapshots
+    def snapshot_restored(self, written_at: float | None) -> None:
+        """The model came from a snapshot written at ``written_at`` (epoch seconds, if known)."""
+        if written_at is not None:
+            self._last_snapshot_at = float(written_at)
+
+    def snapshot_written(self, size: int, seconds: float, written_at: float | None = None) -> None:
+        self._last_snapshot_at = time.time() if written_at is None else written_at
+        self.snapshots.inc()
+        self.snapshot_bytes.set(size)
+        self.snapshot_seconds.observe(seconds)
+        self.snapshot_pending.set(0)
+        self.snapshot_age.set(0.0)
+
+    # ------------------------------------------------------------------ periodic gauges
+    def refresh_model(self, stats: Mapping, approximate_bytes: int) -> None:
+        """Model size gauges from ``model.stats()``."""
+        self.model_labels.set(stats["classes"])
+        self.model_terms.set(stats["vocabulary"])
+        self.model_documents.set(stats["documents"])
+        self.model_postings.set(stats["entries"])
+        self.model_bytes.set(approximate_bytes)
+        self.pruned.set(stats.get("pruned_documents", 0))
+        self.expired.set(stats.get("expired_documents", 0))
+        # The model keeps a running total for its lifetime in this process; export it as a counter.
+        recomputed = int(stats.get("stale_postings_recomputed", 0))
+        delta = recomputed - self._recomputed_seen
+        if delta < 0:  # a new model object (restored or rebuilt): its total started again from zero
+            delta = recomputed
+        if delta:
+            self.stale_recomputed.inc(delta)
+        self._recomputed_seen = recomputed
+
+    def refresh_snapshot(self, pending_records: int, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        self.snapshot_pending.set(pending_records)
+        since = self._last_snapshot_at if self._last_snapshot_at is not None else self.started_at
+        self.snapshot_age.set(max(now - since, 0.0))
+
+    def set_training_offsets(self, offsets: Mapping[int, int]) -> None:
+        for partition, offset in offsets.items():
+            self.training_offset.labels(str(partition)).set(offset)
+
+    def set_lag(self, topic: str, lags: Mapping[int, int]) -> None:
+        """Replace the lag series of ``topic``: partitions this process no longer reads disappear."""
+        with self._lock:
+            before = self._lag_partitions.get(topic, set())
+            for partition in before - set(lags):
+                try:
+                    self.consumer_lag.remove(topic, str(partition))
+                except KeyError:
+                    pass
+            for partition, lag in lags.items():
+                self.consumer_lag.labels(topic, str(partition)).set(max(lag, 0))
+            self._lag_partitions[topic] = set(lags)

@@ -46,6 +46,7 @@ from stream.snapshots import SnapshotStore
 from stream.transport import Client, CommitFailedError, DeliveryError, KafkaTransportError, Record, TopicPartition, open_client
 
 from .config import ServiceConfig
+from .logs import record_context
 from .metrics import ServiceMetrics
 
 log = logging.getLogger("sgm.service")
@@ -160,6 +161,7 @@ class Service:
                                  "use another --state-dir (or delete it) to start a new model")
         self.model = model
         self.train_offsets = {int(p): int(o) for p, o in extra.get("train_offsets", {}).items()}
+        self.metrics.snapshot_restored(extra.get("written_at"))
         log.info("restored snapshot", extra={"path": str(path), "documents": len(model),
                                              "train_offsets": self.train_offsets})
 
@@ -233,10 +235,10 @@ class Service:
                 metrics.learned.inc(len(pending))
                 pending.clear()
 
-        def reject(record: Record, reason, detail: str) -> None:
-            metrics.dead_lettered.labels(reason.value, "train").inc()
-            log.warning("training record rejected", extra={"reason": reason.value, "detail": detail,
-                                                          "offset": record.offset, "partition": record.partition})
+        def reject(record: Record, reason, detail: str, doc_id: str | None = None) -> None:
+            metrics.record_rejection(reason.value, "train", dead_lettered=cfg.writes_training_dlq)
+            log.warning("training record rejected", extra={**record_context(record, doc_id), "reason": reason.value,
+                                                          "detail": detail})
             if cfg.writes_training_dlq:
                 dead.append(DeadLetter(reason=reason, detail=detail, value=record.value, key=record.key,
                                        topic=record.topic, partition=record.partition, offset=record.offset,
@@ -259,7 +261,7 @@ class Service:
                     try:
                         model._class_keys(parsed.labels)  # refuse before batching: a batch must not fail midway
                     except ValueError as exc:
-                        reject(record, ApplyReason.MODEL_REJECTED, str(exc))
+                        reject(record, ApplyReason.MODEL_REJECTED, str(exc), parsed.id)
                     else:
                         pending.append((doc, parsed.labels, ts, parsed.id))
                         self._check_feedback(parsed.id, parsed.labels)
@@ -269,19 +271,21 @@ class Service:
                         if model.forget(parsed.id):
                             metrics.unlearned.labels("forget").inc()
                         else:
-                            reject(record, ApplyReason.UNKNOWN_ID, f"forget of {parsed.id!r}: not in the model")
+                            reject(record, ApplyReason.UNKNOWN_ID, f"forget of {parsed.id!r}: not in the model",
+                                   parsed.id)
                     else:
                         try:
                             done = model.unlearn_one(doc, parsed.labels, ts=ts, id=parsed.id)
                         except LearnGuardError as exc:
-                            reject(record, ApplyReason.UNLEARN_MISMATCH, str(exc))
+                            reject(record, ApplyReason.UNLEARN_MISMATCH, str(exc), parsed.id)
                         except ValueError as exc:
-                            reject(record, ApplyReason.MODEL_REJECTED, str(exc))
+                            reject(record, ApplyReason.MODEL_REJECTED, str(exc), parsed.id)
                         else:
                             if done:
                                 metrics.unlearned.labels("unlearn").inc()
                             else:
-                                reject(record, ApplyReason.UNKNOWN_ID, f"unlearn of {parsed.id!r}: not in the model")
+                                reject(record, ApplyReason.UNKNOWN_ID, f"unlearn of {parsed.id!r}: not in the model",
+                                       parsed.id)
             self.train_offsets[partition] = record.offset + 1
             self._since_snapshot += 1
         flush()
@@ -292,7 +296,9 @@ class Service:
     def _check_feedback(self, doc_id: str, labels: tuple[str, ...]) -> None:
         predicted = self._recent.pop(doc_id, None)
         if predicted is not None:
-            self.metrics.record_feedback(predicted in labels)
+            # powerset: the prediction is a label set, right only if it is exactly the true set
+            correct = predicted == frozenset(labels) if isinstance(predicted, frozenset) else predicted in labels
+            self.metrics.record_feedback(correct)
 
     # ------------------------------------------------------------------ scoring
     def score_batch(self, records: list[Record]) -> None:
@@ -305,9 +311,9 @@ class Service:
             try:
                 valid.append((record, parse_score(record.value, self.limits)))
             except InvalidRecord as exc:
-                metrics.dead_lettered.labels(exc.reason.value, "score").inc()
-                log.warning("scoring record rejected", extra={"reason": exc.reason.value, "detail": exc.detail,
-                                                             "offset": record.offset, "partition": record.partition})
+                metrics.record_rejection(exc.reason.value, "score", dead_lettered=True)
+                log.warning("scoring record rejected", extra={**record_context(record), "reason": exc.reason.value,
+                                                             "detail": exc.detail})
                 dead.append(DeadLetter.from_error(exc, record.value, key=record.key, topic=record.topic,
                                                   partition=record.partition, offset=record.offset,
                                                   headers=record.headers))
@@ -322,9 +328,8 @@ class Service:
             output = OutputRecord.from_scores(parsed.id, top_k, model=info, latency_ms=max(latency, 0.0) * 1000.0,
                                               labels=labels, scored_at=now, ts=parsed.ts)
             send(cfg.output_topic, encode_output(output), key=parsed.id.encode("utf-8"))
-            metrics.end_to_end_latency.observe(max(latency, 0.0))
             if top_k:
-                self._remember(parsed.id, top_k[0][0])
+                self._remember(parsed.id, frozenset(labels) if model.multilabel == "powerset" else top_k[0][0])
                 metrics.record_prediction(top_k[0][0])
         self._send_dead_letters(dead)
         produced_at = time.perf_counter()
@@ -347,11 +352,11 @@ class Service:
                         extra={"error": str(exc)})
         self._scored_ends.update(offsets)
         done = time.perf_counter()
-        if valid:
-            metrics.scored.inc(len(valid))
-            per_doc = (scored_at_perf - parsed_at) / len(valid)
-            for _ in range(len(valid)):
-                metrics.score_latency.observe(per_doc)
+        acked = now + (done - scored_at_perf)
+        for record, _ in valid:
+            if record.timestamp_ms:
+                metrics.end_to_end_latency.observe(max(acked - record.timestamp_ms / 1000.0, 0.0))
+        metrics.observe_scored(len(valid), scored_at_perf - parsed_at)
         metrics.batch_seconds.labels("parse").observe(parsed_at - started)
         metrics.batch_seconds.labels("score").observe(scored_at_perf - parsed_at)
         metrics.batch_seconds.labels("produce").observe(produced_at - scored_at_perf)
@@ -421,40 +426,36 @@ class Service:
             return
         self._since_snapshot = 0
         self._last_snapshot = self._last_snapshot_written = time.time()
-        self.metrics.snapshots.inc()
-        self.metrics.snapshot_bytes.set(saved.bytes)
-        self.metrics.snapshot_seconds.observe(time.perf_counter() - started)
+        self.metrics.snapshot_written(saved.bytes, time.perf_counter() - started, self._last_snapshot_written)
         log.info("snapshot written", extra={"path": str(saved.path), "bytes": saved.bytes,
                                             "train_offsets": self.train_offsets})
 
     def refresh_gauges(self) -> None:
         metrics, model = self.metrics, self.model
         self._last_gauges = time.time()
-        stats = model.stats()
-        metrics.model_labels.set(stats["classes"])
-        metrics.model_terms.set(stats["vocabulary"])
-        metrics.model_documents.set(stats["documents"])
-        metrics.model_postings.set(stats["entries"])
-        metrics.model_bytes.set(approximate_bytes(model))
-        metrics.stale_recomputed.set(stats.get("stale_postings_recomputed", 0))
-        metrics.pruned.set(stats["pruned_documents"])
-        if self._last_snapshot_written is not None:
-            metrics.snapshot_age.set(time.time() - self._last_snapshot_written)
-        for partition, offset in self.train_offsets.items():
-            metrics.training_offset.labels(str(partition)).set(offset)
+        metrics.refresh_model(model.stats(), approximate_bytes(model))
+        metrics.refresh_snapshot(self._since_snapshot)
+        # Every assigned training partition, also before its first record (a stuck trainer shows lag from zero).
+        train_tps = sorted(self.train_consumer.assignment())
+        metrics.set_training_offsets({tp.partition: self.train_offsets.get(tp.partition, 0) for tp in train_tps})
         try:
-            tps = [TopicPartition(self.config.train_topic, p) for p in self.train_offsets] or []
-            if tps:
-                for tp, end in self.train_consumer.end_offsets(tps, timeout=2.0).items():
-                    metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(end - self.train_offsets.get(tp.partition, 0))
+            if train_tps:
+                ends = self.train_consumer.end_offsets(train_tps, timeout=2.0)
+                metrics.set_lag(self.config.train_topic,
+                                {tp.partition: end - self.train_offsets.get(tp.partition, 0) for tp, end in ends.items()})
             if self.score_consumer is not None:
                 assigned = sorted(self.score_consumer.assignment())
+                for tp in list(self._scored_ends):
+                    if tp not in assigned:  # moved to another replica: its position here is stale from now on
+                        del self._scored_ends[tp]
+                lags = {}
                 if assigned:
                     for tp, end in self.score_consumer.end_offsets(assigned, timeout=2.0).items():
                         position = self._scored_ends.get(tp)
                         if position is None:
                             position = (self.score_consumer.committed([tp], timeout=2.0).get(tp) or 0)
-                        metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(max(end - position, 0))
+                        lags[tp.partition] = end - position
+                metrics.set_lag(self.config.score_topic, lags)
         except KafkaTransportError as exc:
             log.debug("lag refresh failed", extra={"error": str(exc)})
 
