@@ -23,6 +23,7 @@ register("demo", "consumers.commands.demo", "run the service on an embedded brok
 register("serve", "consumers.commands.serve", "run the trainer and/or classifier consumers against Kafka")
 register("eval", "consumers.commands.eval", "evaluate a model configuration on a JSON Lines dataset")
 register("tune", "consumers.commands.tune", "Gaussian random search of model parameters on a development split")
+register("feed", "consumers.commands.feed", "produce the generated stream to the training and scoring topics (load generator)")
 register("chaos", "consumers.commands.chaos", "fault campaign: kill/restart processes and freeze the broker, then audit")
 
 

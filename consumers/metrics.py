@@ -71,8 +71,8 @@ class ServiceMetrics:
         self.batch_seconds = Histogram("sgm_batch_seconds", "Wall time of one scoring batch by stage (poll excluded)",
                                        ["stage"], buckets=LATENCY_BUCKETS, registry=registry)
         # -- Kafka positions
-        self.consumer_lag = Gauge("sgm_consumer_lag", "Records behind the log end, per topic and partition this "
-                                  "process reads", ["topic", "partition"], registry=registry)
+        self.consumer_lag = Gauge("sgm_consumer_lag", "Records behind the log end, per partition this process reads "
+                                  "(source: train or score)", ["source", "topic", "partition"], registry=registry)
         self.training_offset = Gauge("sgm_training_offset", "Next training offset the model will apply (its version)",
                                      ["partition"], registry=registry)
         # -- model size
@@ -122,7 +122,7 @@ class ServiceMetrics:
         self._window: deque[bool] = deque(maxlen=window)
         self._window_correct = 0
         self._labels_seen: set[str] = set()
-        self._lag_partitions: dict[str, set[int]] = {}
+        self._lag_partitions: dict[tuple[str, str], set[int]] = {}
         self._recomputed_seen = 0
         self._last_snapshot_at: float | None = None
         self._lock = threading.Lock()
@@ -229,15 +229,18 @@ class ServiceMetrics:
         for partition, offset in offsets.items():
             self.training_offset.labels(str(partition)).set(offset)
 
-    def set_lag(self, topic: str, lags: Mapping[int, int]) -> None:
-        """Replace the lag series of ``topic``: partitions this process no longer reads disappear."""
+    def set_lag(self, source: str, topic: str, lags: Mapping[int, int]) -> None:
+        """Replace the lag series of ``topic`` (``source`` train or score, so dashboards need no topic names).
+
+        Partitions this process no longer reads (moved to another replica) disappear.
+        """
         with self._lock:
-            before = self._lag_partitions.get(topic, set())
+            before = self._lag_partitions.get((source, topic), set())
             for partition in before - set(lags):
                 try:
-                    self.consumer_lag.remove(topic, str(partition))
+                    self.consumer_lag.remove(source, topic, str(partition))
                 except KeyError:
                     pass
             for partition, lag in lags.items():
-                self.consumer_lag.labels(topic, str(partition)).set(max(lag, 0))
-            self._lag_partitions[topic] = set(lags)
+                self.consumer_lag.labels(source, topic, str(partition)).set(max(lag, 0))
+            self._lag_partitions[(source, topic)] = set(lags)

@@ -441,7 +441,7 @@ class Service:
         try:
             if train_tps:
                 ends = self.train_consumer.end_offsets(train_tps, timeout=2.0)
-                metrics.set_lag(self.config.train_topic,
+                metrics.set_lag("train", self.config.train_topic,
                                 {tp.partition: end - self.train_offsets.get(tp.partition, 0) for tp, end in ends.items()})
             if self.score_consumer is not None:
                 assigned = sorted(self.score_consumer.assignment())
@@ -455,7 +455,7 @@ class Service:
                         if position is None:
                             position = (self.score_consumer.committed([tp], timeout=2.0).get(tp) or 0)
                         lags[tp.partition] = end - position
-                metrics.set_lag(self.config.score_topic, lags)
+                metrics.set_lag("score", self.config.score_topic, lags)
         except KafkaTransportError as exc:
             log.debug("lag refresh failed", extra={"error": str(exc)})
 

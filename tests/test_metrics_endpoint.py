@@ -292,14 +292,11 @@ def run_and_check(client, config: ServiceConfig, events, caplog) -> None:
     assert final.by("sgm_predictions_total", "label") == Counter(o.top_k[0][0] for o in predicted)
 
     # -- positions: nothing left behind, training offset = end of the training log
-    lag = final.by("sgm_consumer_lag", "topic", "partition")
-    assert final.series("sgm_consumer_lag"), "no lag series"
-    assert all(v == 0 for v in lag.values()), lag
-    lag_topics = {dict(labels)["topic"] for labels in final.series("sgm_consumer_lag")}
-    assert lag_topics == {config.train_topic, config.score_topic}
-    score_partitions = {dict(labels)["partition"] for labels in final.series("sgm_consumer_lag")
-                        if dict(labels)["topic"] == config.score_topic}
-    assert score_partitions == {str(p) for p in range(config.score_partitions)}
+    lag = final.series("sgm_consumer_lag")
+    assert lag and not any(lag.values()), lag
+    assert {(d["source"], d["topic"], d["partition"]) for d in map(dict, lag)} == (
+        {("train", config.train_topic, "0")}
+        | {("score", config.score_topic, str(p)) for p in range(config.score_partitions)})
     assert final.value("sgm_training_offset", partition="0") == train_end
 
     # -- model size equals the reference model's
@@ -372,13 +369,13 @@ def test_accuracy_window_slides_and_starts_as_nan():
 
 def test_lag_series_of_partitions_no_longer_read_disappear():
     metrics = ServiceMetrics("classifier")
-    metrics.set_lag("sgm-score", {0: 5, 1: 7})
-    metrics.set_lag("sgm-train", {0: 3})
-    metrics.set_lag("sgm-score", {1: 2})  # partition 0 moved to another replica
+    metrics.set_lag("score", "sgm-score", {0: 5, 1: 7})
+    metrics.set_lag("train", "sgm-train", {0: 3})
+    metrics.set_lag("score", "sgm-score", {1: 2})  # partition 0 moved to another replica
     get = metrics.registry.get_sample_value
-    assert get("sgm_consumer_lag", {"topic": "sgm-score", "partition": "0"}) is None
-    assert get("sgm_consumer_lag", {"topic": "sgm-score", "partition": "1"}) == 2
-    assert get("sgm_consumer_lag", {"topic": "sgm-train", "partition": "0"}) == 3
+    assert get("sgm_consumer_lag", {"source": "score", "topic": "sgm-score", "partition": "0"}) is None
+    assert get("sgm_consumer_lag", {"source": "score", "topic": "sgm-score", "partition": "1"}) == 2
+    assert get("sgm_consumer_lag", {"source": "train", "topic": "sgm-train", "partition": "0"}) == 3
 
 
 def test_stale_postings_counter_survives_a_model_restart():
