@@ -54,7 +54,13 @@ import numpy as np
 from . import smoothing
 from .base import PreparedBatch
 from .mnb import MNB
+from .spec import parse_spec
 from .state import CountState, DocRecord, grow
+
+#: TDM's own defaults where the scale differs from MNB's: label counts are length-normalized
+#: (``mu`` counts documents, not words), kernels see one document. Chosen on the development
+#: splits of r8, r52 and webkb (docs/MODEL_NOTES.md); other numbers keep the spec defaults.
+TDM_DEFAULTS = {"mu": 10.0, "ups": 1.0, "kmu": 5.0, "kdelta": 0.8}
 
 #: Documents whose decayed weight falls below this expire when the model decays
 #: and no ``prune_below`` is given: 20 half-lives, a millionth of a fresh document.
@@ -84,14 +90,8 @@ def kernel_discount(counts: np.ndarray, kernel: frozenset[str], kbeta: float, kd
 
 
 def _log_expm1(values: np.ndarray) -> np.ndarray:
-    """``log(exp(x) - 1)`` for ``x >= 0`` without overflow (``-inf`` at 0)."""
-    out = np.empty_like(values)
-    large = values > 30.0
-    out[large] = values[large] + np.log1p(-np.exp(-values[large]))
-    small = ~large
-    with np.errstate(divide="ignore"):
-        out[small] = np.log(np.expm1(values[small]))
-    return out
+    """``log(exp(x) - 1) = x + log(1 - exp(-x))`` for ``x > 0``, without overflow."""
+    return values + np.log(-np.expm1(-values))
 
 
 class MissingLengthsError(ValueError):
@@ -354,10 +354,10 @@ class DocumentNodes:
         if len(terms):
             self.post_dead[terms] += len(ids)
             self.live_postings -= len(terms) * len(ids)
-            # a term no document holds any more loses its (all dead) postings, so its id can be reused
-            gone = terms[state.term_refs[terms] == 0] if len(state.term_refs) else terms[:0]
-            for term in gone.tolist():
-                self._clear_term(term)
+        # a term no document holds any more loses its (all dead) postings, so its id can be reused
+        held = record.terms[record.terms < len(self.post_fill)]
+        for term in held[state.term_refs[held] == 0].tolist():
+            self._clear_term(term)
         retired = self.n_nodes - self.live_nodes
         if retired > self.compact_after and retired > self.live_nodes:
             self.compact()
@@ -572,7 +572,8 @@ class TDM(MNB):
         a configuration round trip gives the same model.)
     **kwargs
         As for :class:`model.mnb.MNB`; kernel numbers ``kbeta``, ``kmu``,
-        ``kdelta`` (a number or ``"kn"``).
+        ``kdelta`` (a number or ``"kn"``). Defaults as in :mod:`model.spec`
+        except :data:`TDM_DEFAULTS` (``mu=10, ups=1, kmu=5, kdelta=0.8``).
 
     Examples
     --------
@@ -602,6 +603,10 @@ class TDM(MNB):
         self._extra_lengths: dict[str, float] | None = None
         if prune_below is None and half_life is not None:
             prune_below = DEFAULT_NODE_FLOOR
+        free = parse_spec(spec).free_params
+        for name, value in TDM_DEFAULTS.items():
+            if name in free and kwargs.get(name) is None:
+                kwargs[name] = value
         super().__init__(spec, prune_below=prune_below, half_life=half_life, **kwargs)
 
     # ------------------------------------------------------------ state and caches
@@ -770,28 +775,56 @@ class TDM(MNB):
         stale = needed[nodes_table.weight_epoch[needed] != state.epoch]
         if len(stale):
             self._build_document_weights(stale)
-        bounds = np.searchsorted(owner, np.arange(n_docs + 1))
-        for row in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
-            lo, hi = bounds[row], bounds[row + 1]
-            nodes, posting_weights, fills = self._document_postings(terms[lo:hi])
-            if not len(nodes):
-                continue
-            distinct, inverse = np.unique(nodes, return_inverse=True)
-            matched = np.bincount(inverse, posting_weights * np.repeat(weights[lo:hi], fills), minlength=len(distinct))
-            hit = matched > 0
-            if not hit.all():
-                distinct, matched = distinct[hit], matched[hit]
-                if not len(distinct):
-                    continue
-            classes = nodes_table.node_class[distinct].astype(np.int64)
-            log_terms = (np.log(nodes_table.node_factor[distinct]) - nodes_table.class_log_total[classes]
-                         + lengths[row] * nodes_table.node_log_a[distinct] + _log_expm1(matched))
-            peak = np.full(n_classes, -np.inf)
-            np.maximum.at(peak, classes, log_terms)
-            sums = np.bincount(classes, np.exp(log_terms - peak[classes]), minlength=n_classes)
-            touched = np.flatnonzero(sums > 0)
-            out[row, touched] = np.logaddexp(out[row, touched], peak[touched] + np.log(sums[touched]))
+        n_nodes = max(nodes_table.n_nodes, 1)
+        rows_per_chunk = max(1, _CHUNK_CELLS // max(n_nodes, n_classes))
+        bounds = np.searchsorted(owner, np.arange(0, n_docs + rows_per_chunk, rows_per_chunk).clip(max=n_docs))
+        for chunk, (lo, hi) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
+            if lo < hi:
+                self._add_matched(out, chunk * rows_per_chunk, terms[lo:hi], weights[lo:hi], owner[lo:hi], lengths,
+                                  n_nodes, n_classes)
         return out
+
+    def _add_matched(self, out: np.ndarray, first_row: int, terms: np.ndarray, weights: np.ndarray,
+                     owner: np.ndarray, lengths: np.ndarray, n_nodes: int, n_classes: int) -> None:
+        """Add the matched documents' terms to ``out`` for a chunk of scored documents."""
+        nodes_table = self.state.nodes
+        post_node, post_weight, post_fill = nodes_table.post_node, nodes_table.post_weight, nodes_table.post_fill
+        rows = owner - first_row
+        n_rows = int(rows[-1]) + 1
+        ends = np.cumsum(np.bincount(rows, minlength=n_rows)).tolist()
+        term_list = terms.tolist()
+        fill_list = post_fill[terms].tolist()
+        # m_i per (scored document, node): one small dense sum per document, over its postings only
+        hits, sums_of_hits, begin = [], [], 0
+        for row, end in enumerate(ends):
+            row_terms = [t for t, f in zip(term_list[begin:end], fill_list[begin:end]) if f]
+            if row_terms:
+                row_fills = post_fill[row_terms]
+                nodes = np.concatenate([post_node[t][:f] for t, f in zip(row_terms, row_fills.tolist())])
+                contributions = (np.concatenate([post_weight[t] for t in row_terms])
+                                 * np.repeat(weights[begin:end][np.array(fill_list[begin:end]) > 0], row_fills))
+                matched = np.bincount(nodes, contributions, minlength=n_nodes)
+                hit = np.flatnonzero(matched > 0)
+                hits.append(hit + row * n_nodes)
+                sums_of_hits.append(matched[hit])
+            begin = end
+        if not hits:
+            return
+        hit = np.concatenate(hits)
+        matched = np.concatenate(sums_of_hits)
+        row_of, node_of = np.divmod(hit, n_nodes)
+        classes = nodes_table.node_class[node_of].astype(np.int64)
+        log_terms = (np.log(nodes_table.node_factor[node_of]) - nodes_table.class_log_total[classes]
+                     + lengths[first_row + row_of] * nodes_table.node_log_a[node_of] + _log_expm1(matched))
+        # log-sum-exp per (scored document, class), each stabilized by its own maximum
+        cell = row_of * n_classes + classes
+        peak = np.full(n_rows * n_classes, -np.inf)
+        np.maximum.at(peak, cell, log_terms)
+        sums = np.bincount(cell, np.exp(log_terms - peak[cell]), minlength=n_rows * n_classes)
+        touched = np.flatnonzero(sums > 0)
+        row_index, class_index = np.divmod(touched, n_classes)
+        row_index += first_row
+        out[row_index, class_index] = np.logaddexp(out[row_index, class_index], peak[touched] + np.log(sums[touched]))
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()

@@ -17,6 +17,7 @@ Nothing here is fast and nothing is shared with the model code.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from dataclasses import dataclass, field
 
 SEP = "\x1f"
@@ -29,6 +30,17 @@ class RefDoc:
     weights: dict[str, float]
     ts: float
     seq: int
+
+
+def _one_minus_ratio(counts, discounts, denominator_terms) -> float:
+    """``1 - sum(counts - discounts) / sum(denominator_terms)`` in exact rational arithmetic.
+
+    The direct formula for a smoothing weight cancels catastrophically when the
+    weight is tiny (a small power-law discount); evaluating it exactly keeps
+    the reference an accurate witness."""
+    numerator = sum(Fraction(x) for x in counts) - sum(Fraction(x) for x in discounts)
+    denominator = sum(Fraction(x) for x in denominator_terms)
+    return float(1 - numerator / denominator)
 
 
 def _logsumexp(values: list[float]) -> float:
@@ -232,9 +244,10 @@ class DenseTDMReference:
         for c in classes:
             row = counts[c]
             mass = sum(row.values())
-            kept = {t: row.get(t, 0.0) - self._label_discount(row.get(t, 0.0), delta) for t in vocab}
+            discounts = {t: self._label_discount(row.get(t, 0.0), delta) for t in vocab}
+            kept = {t: row.get(t, 0.0) - discounts[t] for t in vocab}
             kept_total = sum(kept.values())
-            a = 1.0 if mu + mass <= 0 else 1.0 - kept_total / (mu + mass)
+            a = 1.0 if mu + mass <= 0 else _one_minus_ratio(row.values(), discounts.values(), [mu, *row.values()])
             label_prob[c] = {t: (1 - a) * (kept[t] / kept_total if kept_total > 0 else 0.0) + a * p_b(t) for t in query}
 
         all_docs = sum(label_docs.values())
@@ -246,9 +259,10 @@ class DenseTDMReference:
                     continue
                 c_i = {t: w for t, w in d.weights.items() if w > 0}
                 length = sum(c_i.values())
-                kept = {t: w - self._kernel_discount(w, kdelta) for t, w in c_i.items()}
+                discounts = {t: self._kernel_discount(w, kdelta) for t, w in c_i.items()}
+                kept = {t: w - discounts[t] for t, w in c_i.items()}
                 kept_total = sum(kept.values())
-                a = 1.0 if kmu + length <= 0 else 1.0 - kept_total / (kmu + length)
+                a = 1.0 if kmu + length <= 0 else _one_minus_ratio(c_i.values(), discounts.values(), [kmu, *c_i.values()])
                 log_kernel = 0.0
                 for t, w in query.items():
                     own = kept.get(t, 0.0) / kept_total if kept_total > 0 else 0.0
