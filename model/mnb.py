@@ -13,13 +13,19 @@ lazily (see that module), from the formulas in :mod:`model.smoothing`.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
+from sortedcontainers import SortedList
 
 from . import smoothing
 from .base import GenerativeTextModel, PreparedBatch
 from .index import PostingCache
+from .state import CompensatedSum
+
+#: With at least this many classes, top-k of Jelinek-Mercer models skips the per-class pass (sparse top-k).
+SPARSE_TOPK_MIN_CLASSES = 2048
 
 
 class _ClassTerms:
@@ -35,6 +41,55 @@ class _ClassTerms:
         self.denominator = denominator  # mu + D(l), true units
         self.log_a = log_a  # log a_l
         self.log_prior = log_prior  # theta * log p(l); -inf for unused ids
+
+
+class _PriorIndex:
+    """Classes ordered by prior, and ``sum_l N(l)**theta``, kept up to date incrementally.
+
+    Both are in stored (forward-decay) units: decay scales every ``N(l)`` alike,
+    so neither the order nor ``p(l) = N(l) / sum N`` changes as time passes.
+    Updated from the classes the state reports as touched; rebuilt after a
+    rebase (every stored value rescaled).
+    """
+
+    def __init__(self, theta: float) -> None:
+        self.theta = theta
+        self.order = SortedList()  # (-N(l), class id): best prior first, ties by id
+        self.key: dict[int, tuple[float, int]] = {}
+        self.power: dict[int, float] = {}
+        self.power_sum = CompensatedSum()
+        self.massless: set[int] = set()  # classes without counts (only empty documents): a_l = 1, not beta
+        self.rebases = -1
+
+    def sync(self, state) -> None:
+        if self.rebases != state.rebases or state.touched_classes is None:
+            self.__init__(self.theta)
+            self.rebases = state.rebases
+            state.touched_classes = set(state.active_classes().tolist())
+        touched, state.touched_classes = state.touched_classes, set()
+        for c in touched:
+            old = self.key.pop(c, None)
+            if old is not None:
+                self.order.remove(old)
+                self.power_sum.add(-self.power.pop(c))
+            self.massless.discard(c)
+            if state.cls_refs[c] > 0:
+                if state.cls_entries[c] == 0:
+                    self.massless.add(c)
+                weight = float(state.cls_docs.get(c))
+                self.key[c] = (-weight, c)
+                self.order.add((-weight, c))
+                self.power[c] = weight**self.theta
+                self.power_sum.add(self.power[c])
+
+    def best_excluding(self, excluded: set[int], k: int) -> list[int]:
+        out = []
+        for _, c in self.order:
+            if c not in excluded:
+                out.append(c)
+                if len(out) == k:
+                    break
+        return out
 
 
 class MNB(GenerativeTextModel):
@@ -82,6 +137,7 @@ class MNB(GenerativeTextModel):
     def _init_caches(self) -> None:
         self.postings = PostingCache()
         self._class_terms: _ClassTerms | None = None
+        self._prior_index: _PriorIndex | None = None
 
     # ------------------------------------------------------------ derived values
     def _delta(self) -> float:
@@ -123,14 +179,26 @@ class MNB(GenerativeTextModel):
         return smoothing.background_prob(state.term_mass.get(terms), state.total_mass.value, state.n_vocab, self.spec,
                                          self.params.get("ups", 0.0))
 
+    @property
+    def pure_jelinek_mercer(self) -> bool:
+        """``a_l = beta`` for every class: no Dirichlet mass, no ad/pd discount."""
+        return self.spec.jm and not self.spec.dp and self.spec.discount is None
+
     def _build_postings(self, terms: np.ndarray, index: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Posting weights of ``terms`` from the count tables (the lazy recomputation)."""
         state = self.state
-        derived = self.class_terms()
-        counts = state.ent_count.get(state.arena.slot[index]) * derived.scale
-        discounts = smoothing.entry_discount(counts, self.spec, self.params.get("beta", 0.0), derived.delta)
+        classes = state.arena.cls[index]
+        scale = state.clock.scale()
+        beta = self.params.get("beta", 0.0)
+        counts = state.ent_count.get(state.arena.slot[index]) * scale
+        if self.pure_jelinek_mercer:  # mu + D(l) = beta C(l): no per-class pass needed
+            delta, denominator = 0.0, beta * state.cls_mass.get(classes) * scale
+        else:
+            derived = self.class_terms()
+            delta, denominator = derived.delta, derived.denominator[classes]
+        discounts = smoothing.entry_discount(counts, self.spec, beta, delta)
         background = np.repeat(self.background(terms), lengths)
-        weights = smoothing.posting_weight(counts, discounts, derived.denominator[state.arena.cls[index]], background)
+        weights = smoothing.posting_weight(counts, discounts, denominator, background)
         return np.maximum(weights, 0.0)  # a fully discounted entry adds nothing (guards -0.0 and round-off)
 
     # ------------------------------------------------------------ the kernel
@@ -149,6 +217,74 @@ class MNB(GenerativeTextModel):
             cell = np.repeat(owner, lengths) * n_classes + classes
             matched = np.bincount(cell, contributions, minlength=n_docs * n_classes).reshape(n_docs, n_classes)
         return (derived.log_prior[None, :] + length[:, None] * derived.log_a[None, :] + smooth[:, None]) + matched
+
+    # ------------------------------------------------------------ sparse top-k
+    def uses_sparse_topk(self) -> bool:
+        return (self.family == "mnb" and self.pure_jelinek_mercer
+                and len(self.state.classes) >= SPARSE_TOPK_MIN_CLASSES)
+
+    def predict_topk_many(self, docs, k: int):
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        if not self.uses_sparse_topk():
+            return super().predict_topk_many(docs, k)
+        return self._sparse_topk(self._prepare(list(docs)), k)
+
+    def _sparse_topk(self, batch: PreparedBatch, k: int) -> list[list[tuple[Any, float]]]:
+        """Exact top-k without a pass over all classes (Jelinek-Mercer: ``a_l = beta`` for all).
+
+        A class without a posting among the document's terms scores
+        ``theta log p(l) + |w|_1 log beta + sum_n w_n log p_b(n)``: its rank is its
+        prior's, so the best of them come from the prior-ordered index, and
+        their share of the normalizer is ``(sum_l p(l)**theta - sum_matched
+        p(l)**theta) * beta**|w|_1 * prod_n p_b(n)**w_n``. Cost per document:
+        the postings touched plus ``k`` steps down the prior order.
+        """
+        state = self.state
+        if self._prior_index is None or self._prior_index.theta != self.params.get("theta", 1.0):
+            self._prior_index = _PriorIndex(self.params.get("theta", 1.0))
+        index = self._prior_index
+        index.sync(state)
+        theta = index.theta
+        log_total = math.log(state.class_docs_total.value)
+        log_power_sum = math.log(index.power_sum.value) - theta * log_total  # log sum_l p(l)**theta
+        n_docs, terms, weights, owner = batch.n_docs, batch.terms, batch.weights, batch.owner
+        length = np.bincount(owner, weights, minlength=n_docs)
+        smooth = np.bincount(owner, weights * np.log(self.background(terms)), minlength=n_docs)
+        base = length * math.log(self.params["beta"]) + smooth  # the shared part of every score
+        classes, posting_weights, lengths = self.postings.gather(state.arena, terms, state.epoch, self._build_postings)
+        contributions = posting_weights * np.repeat(weights, lengths)
+        keys = np.repeat(owner, lengths) * state.classes.capacity + classes
+        unique_keys, inverse = np.unique(keys, return_inverse=True)
+        sums = np.bincount(inverse, contributions)
+        key_doc = unique_keys // state.classes.capacity
+        key_class = unique_keys % state.classes.capacity
+        log_prior = theta * (np.log(state.cls_docs.get(key_class)) - log_total)
+        key_scores = log_prior + base[key_doc] + sums
+        bounds = np.searchsorted(key_doc, np.arange(n_docs + 1))
+        names = state.classes.names
+        out = []
+        massless = np.array(sorted(index.massless), dtype=np.int64)
+        massless_prior = theta * (np.log(state.cls_docs.get(massless)) - log_total)
+        for d in range(n_docs):
+            lo, hi = bounds[d], bounds[d + 1]
+            # scored explicitly: classes with postings here, and classes without counts (log a_l = 0)
+            matched = np.concatenate([key_class[lo:hi], massless])
+            scores = np.concatenate([key_scores[lo:hi], massless_prior + smooth[d]])
+            matched_prior = np.concatenate([log_prior[lo:hi], massless_prior])
+            others = index.best_excluding(set(matched.tolist()), k)
+            other_scores = theta * (np.log(state.cls_docs.get(np.array(others, dtype=np.int64))) - log_total) + base[d]
+            # log of the unmatched classes' total share: log(sum_all p**theta - sum_matched p**theta) + base
+            rest = math.exp(log_power_sum) - float(np.exp(matched_prior).sum())
+            log_rest = (math.log(rest) + base[d]) if rest > 0 else -math.inf
+            peak = max(float(scores.max()) if len(scores) else -math.inf, log_rest)
+            log_norm = peak + math.log(float(np.exp(scores - peak).sum()) + math.exp(log_rest - peak))
+            candidate_ids = np.concatenate([matched, np.array(others, dtype=np.int64)])
+            candidate_scores = np.concatenate([scores, other_scores])
+            order = np.lexsort((candidate_ids, -candidate_scores))[:k]
+            out.append([(self._class_name(names[c]), math.exp(s - log_norm))
+                        for c, s in zip(candidate_ids[order].tolist(), candidate_scores[order].tolist())])
+        return out
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()

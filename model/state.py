@@ -416,6 +416,9 @@ class CountState:
         self._active: tuple[int, np.ndarray] | None = None
         self.epoch = 0
         self.class_version = 0  # changes only when a class appears or leaves
+        self.rebases = 0  # times the decay origin moved (every stored value was rescaled)
+        #: Class ids whose document weight changed, for incremental consumers; None = not tracked.
+        self.touched_classes: set[int] | None = None
         self.pruned_documents = 0
         self.pruned_entries = 0
         self.expired_documents = 0
@@ -577,6 +580,8 @@ class CountState:
                 self.class_docs_total.add(factor)
                 pair_doc.append(index)
                 pair_class.append(c)
+            if self.touched_classes is not None:
+                self.touched_classes.update(classes)
             self.seq += 1
             record = DocRecord(classes, terms[begin:end], None, raw[begin:end], factor, times[position], self.seq)
             self.docs[doc_id] = record
@@ -679,6 +684,8 @@ class CountState:
         self.n_docs -= 1
         self.total_docs.add(-factor)
         self.total_docs.clamp()
+        if self.touched_classes is not None:
+            self.touched_classes.update(record.classes)
         for c in record.classes:
             self.cls_refs[c] -= 1
             self.class_docs_total.add(-factor)
@@ -744,6 +751,7 @@ class CountState:
             record.factor = math.ldexp(record.factor, -half_lives)
         self._expiry = [(math.ldexp(f, -half_lives), s, d) for f, s, d in self._expiry]
         self.clock.shift_origin(half_lives)
+        self.rebases += 1
         self.epoch += 1
 
     def _prune(self) -> None:
