@@ -39,6 +39,7 @@ from stream.records import (
     OutputRecord,
     encode_dead_letter,
     encode_output,
+    parse_dead_letter,
     parse_score,
     parse_train,
 )
@@ -55,6 +56,11 @@ log = logging.getLogger("sgm.service")
 RECENT_PREDICTIONS = 100_000
 #: Seconds between refreshes of gauges that cost a broker request (lag) or a model walk (sizes).
 GAUGE_INTERVAL = 2.0
+#: Backoff after a Kafka error, doubling per consecutive error: first and longest wait, seconds.
+RETRY_BACKOFF_MIN = 0.1
+RETRY_BACKOFF_MAX = 5.0
+#: After this many consecutive errors in a consumer's poll, that consumer is closed and re-created.
+RESET_AFTER_ERRORS = 5
 
 
 class ConfigMismatch(RuntimeError):
@@ -90,11 +96,29 @@ class Service:
         self._last_gauges = 0.0
         self._scored_ends: dict[TopicPartition, int] = {}
         self.started = threading.Event()
+        # Robustness state (see run() and docs/RELIABILITY.md).
+        self._stage = "start"  # what the loop was doing when a Kafka error surfaced (metric label)
+        self._applying = False  # True while a training batch is half applied: never snapshot then
+        self._uncommitted: dict[TopicPartition, int] = {}  # acknowledged scoring offsets a failed commit left behind
+        self._dlq_unflushed = False  # training dead letters sent but not yet acknowledged
+        self._errors_in_row = 0
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        """Create topics, restore the model, open consumers/producer, expose metrics."""
+        """Restore the model, create topics, open consumers/producer, expose metrics.
+
+        The snapshot is checked first: a corrupt or oversized one stops the
+        process before it touches Kafka. :meth:`run` retries the Kafka part
+        with backoff; a direct call raises :class:`KafkaTransportError`.
+        """
+        if self.model is None:
+            self._restore()
+        self._connect()
+        self._serve_metrics()
+
+    def _connect(self) -> None:
         cfg = self.config
+        self._stage = "start"
         if cfg.create_topics:
             with self.client.admin() as admin:
                 admin.create_topics([
@@ -103,8 +127,15 @@ class Service:
                     (cfg.output_topic, cfg.score_partitions, cfg.replication_factor),
                     (cfg.dlq_topic, 1, cfg.replication_factor),
                 ])
-        self._restore()
-        self.producer = self.client.producer()
+        if self.producer is None:
+            self.producer = self.client.producer()
+        self._open_train_consumer()
+        if cfg.classifies:
+            self._open_score_consumer()
+
+    def _open_train_consumer(self) -> None:
+        """Assign every training partition and seek to the offsets the model holds (exactly once)."""
+        cfg = self.config
         self.train_consumer = self.client.consumer(None, **self._consumer_overrides())
         partitions = self._wait_for_partitions(self.train_consumer, cfg.train_topic)
         if len(partitions) > 1:
@@ -114,10 +145,17 @@ class Service:
         self.train_consumer.assign(tps)
         for tp in tps:
             self.train_consumer.seek(tp, self.train_offsets.get(tp.partition, 0))
-        if cfg.classifies:
-            self.score_consumer = self.client.consumer(cfg.group, auto_offset_reset="earliest",
-                                                       **self._consumer_overrides())
-            self.score_consumer.subscribe([cfg.score_topic])
+
+    def _open_score_consumer(self) -> None:
+        """Join the classifier group; reading resumes at the group's committed offsets."""
+        cfg = self.config
+        self.score_consumer = self.client.consumer(cfg.group, auto_offset_reset="earliest",
+                                                   **self._consumer_overrides())
+        self.score_consumer.subscribe([cfg.score_topic])
+        self._scored_ends.clear()
+
+    def _serve_metrics(self) -> None:
+        cfg = self.config
         self.metrics_address = self.metrics.serve(cfg.metrics_address)
         self.metrics.up.labels(cfg.role).set(1)
         log.info("service started", extra={"role": cfg.role, "model": self.model.spec.name, "documents": len(self.model),
@@ -169,8 +207,20 @@ class Service:
         """Snapshot, commit, leave the group and release everything (graceful shutdown)."""
         try:
             if self.model is not None and self._since_snapshot:
-                self.snapshot()
+                if self._applying:
+                    # An exception interrupted a training batch: the model may hold part of it while the
+                    # offsets say otherwise. Restart from the last good snapshot instead (nothing is lost:
+                    # the records are still in Kafka).
+                    log.error("training batch interrupted; not writing a snapshot of a half-applied batch",
+                              extra={"train_offsets": self.train_offsets})
+                else:
+                    self.snapshot()
         finally:
+            if self._uncommitted and self.score_consumer is not None:
+                try:
+                    self._commit({})
+                except Exception as exc:  # noqa: BLE001 - best effort at shutdown
+                    log.warning("final commit failed", extra={"error": str(exc)})
             for closable in (self.score_consumer, self.train_consumer):
                 if closable is not None:
                     try:
@@ -186,33 +236,121 @@ class Service:
             self.metrics.close()
 
     def run(self, stop: threading.Event, *, idle_exit: float | None = None) -> None:
-        """Loop until ``stop`` is set (or, with ``idle_exit``, after that many idle seconds)."""
-        if not self.started.is_set():
-            self.start()
-        idle_since = time.monotonic()
+        """Loop until ``stop`` is set (or, with ``idle_exit``, after that many idle seconds).
+
+        Kafka errors (:class:`KafkaTransportError`: timeouts, a frozen or
+        unreachable broker, failed deliveries or commits) do not end the loop:
+        each is logged with its stage, counted in ``sgm_transport_errors_total``
+        and retried after a backoff (0.1 s doubling to 5 s). Training stays
+        exactly once (the model and its offsets only move together), scoring
+        at least once. A bad snapshot or a configuration mismatch still stops
+        the process at start, as does any other exception (a bug).
+        """
         try:
+            if not self.started.is_set():
+                if self.model is None:
+                    self._restore()
+                self._retry(stop, self._connect)
+                if stop.is_set():
+                    return
+                self._serve_metrics()
+            idle_since = time.monotonic()
+            backoff = RETRY_BACKOFF_MIN
             while not stop.is_set():
-                if self.step():
+                try:
+                    worked = self.step()
+                except KafkaTransportError as exc:
+                    self._errors_in_row += 1
+                    self._transport_error(self._stage, exc, retry_in=backoff)
+                    if self._errors_in_row % RESET_AFTER_ERRORS == 0:
+                        self._reset_consumer(self._stage)
+                    stop.wait(backoff)
+                    backoff = min(backoff * 2, RETRY_BACKOFF_MAX)
+                    continue
+                self._errors_in_row = 0
+                backoff = RETRY_BACKOFF_MIN
+                if worked:
                     idle_since = time.monotonic()
                 elif idle_exit is not None and time.monotonic() - idle_since > idle_exit:
                     break
         finally:
             self.close()
 
+    def _retry(self, stop: threading.Event, action) -> None:
+        """Run ``action`` until it succeeds or ``stop`` is set, backing off on Kafka errors."""
+        backoff = RETRY_BACKOFF_MIN
+        while not stop.is_set():
+            try:
+                action()
+                return
+            except KafkaTransportError as exc:
+                self._transport_error(self._stage, exc, retry_in=backoff)
+                self._close_consumers()
+                stop.wait(backoff)
+                backoff = min(backoff * 2, RETRY_BACKOFF_MAX)
+
+    def _transport_error(self, stage: str, exc: BaseException, retry_in: float | None = None) -> None:
+        self.metrics.transport_errors.labels(stage).inc()
+        log.error("kafka error; retrying", extra={"stage": stage, "error": str(exc), "error_type": type(exc).__name__,
+                                                  "retry_in": retry_in, "errors_in_row": self._errors_in_row})
+
+    def _close_consumers(self) -> None:
+        for name in ("score_consumer", "train_consumer"):
+            consumer = getattr(self, name)
+            setattr(self, name, None)
+            if consumer is not None:
+                try:
+                    consumer.close()
+                except Exception as exc:  # noqa: BLE001 - a broken consumer is being replaced
+                    log.warning("error closing consumer", extra={"consumer": name, "error": str(exc)})
+
+    def _reset_consumer(self, stage: str) -> None:
+        """Replace the consumer of a stage that keeps failing (a fatal client error does not heal)."""
+        try:
+            if stage == "train_poll" and self.train_consumer is not None:
+                old, self.train_consumer = self.train_consumer, None
+                _close_quietly(old)
+                self._open_train_consumer()  # seeks to the model's offsets: nothing skipped, nothing twice
+            elif stage in ("score_poll", "score_rewind") and self.score_consumer is not None:
+                self._reset_score_consumer()
+            else:
+                return
+            log.warning("consumer re-created after repeated errors", extra={"stage": stage})
+        except KafkaTransportError as exc:
+            self._transport_error(stage, exc)
+
+    def _reset_score_consumer(self) -> None:
+        """Leave the group and join again: reading restarts from the last committed offsets."""
+        old, self.score_consumer = self.score_consumer, None
+        _close_quietly(old)
+        self._open_score_consumer()
+
     # ------------------------------------------------------------------ the loop
     def step(self) -> bool:
         """One round: apply available training records, then score one batch."""
         cfg = self.config
         worked = False
+        if self.train_consumer is None:  # a reset failed half-way: open it again
+            self._stage = "train_poll"
+            self._open_train_consumer()
+        if cfg.classifies and self.score_consumer is None:
+            self._stage = "score_poll"
+            self._open_score_consumer()
+        if self._dlq_unflushed:
+            self._flush_training_letters()
+        self._stage = "train_poll"
         records = self.train_consumer.poll(cfg.max_poll_records, timeout=0.0 if self.score_consumer else cfg.poll_timeout)
         if records:
             self.apply_training(records)
             worked = True
         if self.score_consumer is not None:
+            self._stage = "score_poll"
             records = self.score_consumer.poll(cfg.max_poll_records, timeout=0.0 if worked else cfg.poll_timeout)
             if records:
                 self.score_batch(records)
                 worked = True
+            elif self._uncommitted:
+                self._commit({})  # retry a commit that failed earlier
         now = time.time()
         if self._since_snapshot and (self._since_snapshot >= cfg.snapshot_every_records
                                      or now - self._last_snapshot >= cfg.snapshot_every_seconds):
@@ -244,6 +382,7 @@ class Service:
                                        topic=record.topic, partition=record.partition, offset=record.offset,
                                        headers=record.headers, failed_at=time.time()))
 
+        self._applying = True  # from here until flush() below the model and the offsets may disagree
         for record in records:
             partition = record.partition
             if record.offset < self.train_offsets.get(partition, 0):
@@ -289,9 +428,39 @@ class Service:
             self.train_offsets[partition] = record.offset + 1
             self._since_snapshot += 1
         flush()
+        self._applying = False
         if dead:
             self._send_dead_letters(dead)
+            self._dlq_unflushed = True
+            self._flush_training_letters()
+
+    def _flush_training_letters(self) -> None:
+        """Wait for the training dead letters' acks; on failure send the failed ones again and raise.
+
+        The model has already applied (or rejected) these records, so they are
+        not read again: their dead letters must not be dropped. The run loop
+        backs off and calls this again before reading more.
+        """
+        self._stage = "train_dlq"
+        try:
             self.producer.flush()
+        except DeliveryError as exc:
+            self._resend_training_letters(exc)
+            raise
+        self._dlq_unflushed = False
+
+    def _resend_training_letters(self, exc: DeliveryError) -> None:
+        """Send again the failed dead letters of *training* records (scoring ones come back by rescoring)."""
+        for failure in exc.failures:
+            if failure.topic != self.config.dlq_topic or failure.value is None:
+                continue
+            try:
+                source = parse_dead_letter(failure.value).topic
+            except InvalidRecord:
+                continue
+            if source == self.config.train_topic:
+                self.producer.send(failure.topic, failure.value, key=failure.key)
+                self._dlq_unflushed = True
 
     def _check_feedback(self, doc_id: str, labels: tuple[str, ...]) -> None:
         predicted = self._recent.pop(doc_id, None)
@@ -333,23 +502,21 @@ class Service:
                 metrics.record_prediction(top_k[0][0])
         self._send_dead_letters(dead)
         produced_at = time.perf_counter()
+        self._stage = "score_flush"
         try:
             self.producer.flush()
         except DeliveryError as exc:
             # Nothing is committed: rewind to the batch start and score it again (at least once).
+            self._transport_error("score_flush", exc, retry_in=0.5)
             log.error("output delivery failed; rescoring the batch", extra={"error": str(exc)})
+            self._resend_training_letters(exc)
             self._rewind(records)
             return
         offsets: dict[TopicPartition, int] = {}
         for record in records:
             tp = record.tp
             offsets[tp] = max(offsets.get(tp, 0), record.offset + 1)
-        try:
-            self.score_consumer.commit(offsets)
-        except CommitFailedError as exc:
-            # A rebalance moved these partitions: their new owner rescores from the last commit.
-            log.warning("commit failed after rebalance; outputs of this batch may be duplicated",
-                        extra={"error": str(exc)})
+        self._commit(offsets)
         self._scored_ends.update(offsets)
         done = time.perf_counter()
         acked = now + (done - scored_at_perf)
@@ -390,15 +557,46 @@ class Service:
         if len(recent) > RECENT_PREDICTIONS:
             recent.popitem(last=False)
 
+    def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        """Commit acknowledged scoring offsets; a commit that fails for a Kafka error is kept and retried."""
+        merged = dict(self._uncommitted)
+        for tp, offset in offsets.items():
+            merged[tp] = max(merged.get(tp, 0), offset)
+        assigned = self.score_consumer.assignment()
+        # Progress on partitions this member no longer owns is forgotten: committing it would move
+        # the new owner's offset. They are rescored from the last commit (at least once).
+        merged = {tp: o for tp, o in merged.items() if tp in assigned}
+        self._uncommitted = {}
+        if not merged:
+            return
+        self._stage = "score_commit"
+        try:
+            self.score_consumer.commit(merged)
+        except CommitFailedError as exc:
+            # A rebalance moved these partitions: their new owner rescores from the last commit.
+            log.warning("commit failed after rebalance; outputs of this batch may be duplicated",
+                        extra={"error": str(exc)})
+        except KafkaTransportError as exc:
+            # The outputs are acknowledged; only the commit is missing. Keep it and retry with the next
+            # batch (or on the next idle poll): the offsets only move forward.
+            self._uncommitted = merged
+            self._transport_error("score_commit", exc)
+
     def _rewind(self, records: list[Record]) -> None:
         first: dict[TopicPartition, int] = {}
         for record in records:
             first[record.tp] = min(first.get(record.tp, record.offset), record.offset)
-        for tp, offset in first.items():
-            try:
-                self.score_consumer.seek(tp, offset)
-            except ValueError:
-                pass  # no longer assigned: the new owner starts from the last commit
+        self._stage = "score_rewind"
+        try:
+            for tp, offset in first.items():
+                try:
+                    self.score_consumer.seek(tp, offset)
+                except ValueError:
+                    pass  # no longer assigned: the new owner starts from the last commit
+        except KafkaTransportError as exc:
+            # Cannot go back by seeking: rejoin the group, which restarts from the last commit.
+            self._transport_error("score_rewind", exc)
+            self._reset_score_consumer()
         time.sleep(0.5)
 
     def _send_dead_letters(self, letters: list[DeadLetter]) -> None:
@@ -458,6 +656,15 @@ class Service:
                 metrics.set_lag("score", self.config.score_topic, lags)
         except KafkaTransportError as exc:
             log.debug("lag refresh failed", extra={"error": str(exc)})
+
+
+def _close_quietly(closable) -> None:
+    if closable is None:
+        return
+    try:
+        closable.close()
+    except Exception as exc:  # noqa: BLE001 - replacing a broken client
+        log.warning("error closing a client being replaced", extra={"error": str(exc)})
 
 
 def approximate_bytes(model: GenerativeTextModel) -> int:
