@@ -114,7 +114,9 @@ class ServiceMetrics:
         self.predictions = Counter("sgm_predictions_total", "Top predicted label of scored documents", ["label"],
                                    registry=registry)
         self.up = Gauge("sgm_up", "1 while the service loop runs", ["role"], registry=registry)
-        self.transport_errors = Counter("sgm_transport_errors_total", "Kafka errors the loop survived (retried with backoff), by stage", ["stage"], registry=registry)
+        self.transport_errors = Counter("sgm_transport_errors_total",
+                                        "Kafka errors the loop survived (retried with backoff), by stage", ["stage"],
+                                        registry=registry)
         # CPU, resident memory and open files of the process, as sgm_process_*.
         ProcessCollector(namespace="sgm", registry=registry)
 

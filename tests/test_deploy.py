@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+import prometheus_client
 
 from consumers import config as service_config
 from consumers.cli import build_parser
@@ -124,6 +125,18 @@ def exported(tmp_path_factory) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for sample_name, labels in found.samples:
         out.setdefault(sample_name, set()).update(k for k, _ in labels)
+    # A labelled family without samples yet (sgm_transport_errors_total before any error) is exposed by
+    # its HELP/TYPE lines only: take its label names from the metric objects themselves.
+    for metric in vars(running.service.metrics).values():
+        if isinstance(metric, (prometheus_client.Counter, prometheus_client.Gauge, prometheus_client.Histogram)):
+            base = metric._name  # prometheus_client keeps the name without the _total suffix here
+            names = {"counter": [f"{base}_total"], "gauge": [base],
+                     "histogram": [f"{base}_bucket", f"{base}_sum", f"{base}_count"]}[metric._type]
+            for sample_name in names:
+                out.setdefault(sample_name, set()).update(metric._labelnames)
+                if sample_name.endswith("_bucket"):
+                    out[sample_name].add("le")
+    assert set(found.types) == {n for n in found.types if n.startswith("sgm_")}
     return out
 
 
@@ -228,6 +241,31 @@ def port_of(address: str) -> int:
     return int(address.rpartition(":")[2])
 
 
+#: Keys of the compose specification this file may use (a typo would be silently ignored by YAML).
+COMPOSE_TOP_KEYS = {"name", "services", "volumes", "networks", "configs", "secrets"}
+COMPOSE_SERVICE_KEYS = {
+    "build", "image", "restart", "depends_on", "healthcheck", "command", "entrypoint", "environment", "env_file",
+    "volumes", "ports", "expose", "hostname", "container_name", "networks", "user", "working_dir", "labels",
+    "logging", "deploy", "stop_signal", "stop_grace_period", "ulimits", "tmpfs", "read_only", "init", "profiles",
+    "extra_hosts", "mem_limit", "cpus",
+}  # fmt: skip
+COMPOSE_HEALTHCHECK_KEYS = {"test", "interval", "timeout", "retries", "start_period", "start_interval", "disable"}
+
+
+def test_compose_uses_only_compose_spec_keys():
+    compose = load_compose()
+    assert set(k for k in compose if not k.startswith("x-")) <= COMPOSE_TOP_KEYS
+    for name, service in compose["services"].items():
+        assert set(service) <= COMPOSE_SERVICE_KEYS, f"{name}: {set(service) - COMPOSE_SERVICE_KEYS}"
+        assert service.get("restart", "no") in ("no", "always", "on-failure", "unless-stopped"), name
+        assert set(service.get("healthcheck", {})) <= COMPOSE_HEALTHCHECK_KEYS, name
+        if isinstance(service.get("depends_on"), dict):
+            for dependency, how in service["depends_on"].items():
+                assert how["condition"] in ("service_started", "service_healthy", "service_completed_successfully")
+        if "build" in service:
+            assert set(service["build"]) <= {"context", "dockerfile", "args", "target"}, name
+
+
 def test_compose_kafka_is_a_single_apache_kafka_node_in_kraft_mode():
     kafka = load_compose()["services"]["kafka"]
     assert kafka["image"].startswith("apache/kafka:") and kafka["image"] != "apache/kafka:latest"
@@ -254,6 +292,20 @@ def test_compose_kafka_is_a_single_apache_kafka_node_in_kraft_mode():
     for name in ("trainer", "classifier", "feeder"):
         args = build_parser().parse_args(["serve" if name != "feeder" else "feed", *compose_command(load_compose()["services"][name])])
         assert args.bootstrap_servers == internal, name
+
+
+def test_compose_topics_match_what_the_services_use():
+    services = load_compose()["services"]
+    command = services["kafka-setup"]["command"]
+    script = command if isinstance(command, str) else "\n".join(command)
+    created = {topic: int(n) for topic, n in re.findall(r"--create --if-not-exists --topic (\S+) --partitions (\d+)", script)}
+    retention = dict(re.findall(r"--topic (\S+) .*--config retention\.ms=(-?\d+)", script))
+    config = service_config.from_args(build_parser().parse_args(["serve", *compose_command(services["trainer"])]), environ={})
+    assert created == {config.train_topic: config.train_partitions, config.score_topic: config.score_partitions,
+                       config.output_topic: config.score_partitions, config.dlq_topic: 1}
+    assert retention[config.train_topic] == "-1"  # the models are rebuilt from the whole training log
+    for name in ("trainer", "classifier"):
+        assert services[name]["depends_on"]["kafka-setup"]["condition"] == "service_completed_successfully"
 
 
 def test_compose_services_run_real_sgm_commands():
@@ -439,3 +491,14 @@ def test_compose_feeder_command_produces_the_stream(kafka_broker, unique_name):
     consumer.close()
     for kind, topic in topics.items():
         assert sum(end for tp, end in ends.items() if tp.topic == topic) == expected[kind]
+
+
+def test_observability_doc_covers_every_metric_panel_and_alert(exported):
+    doc = (ROOT / "docs" / "OBSERVABILITY.md").read_text()
+    # a histogram is documented by its name; _created samples are prometheus_client's creation times
+    families = {re.sub(r"_(bucket|sum|count)$", "", name) for name in exported if not name.endswith("_created")}
+    missing = sorted(f for f in families if f"`{f}`" not in doc)
+    assert not missing, f"metrics not documented: {missing}"
+    titles = [panel["title"] for panel in json.loads(DASHBOARD.read_text())["panels"] if panel["type"] != "row"]
+    assert not [t for t in titles if t not in doc], "panels not documented"
+    assert not [name for name, _ in alert_expressions() if f"`{name}`" not in doc], "alerts not documented"

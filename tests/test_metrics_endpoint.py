@@ -408,3 +408,34 @@ def test_metrics_address_forms():
         metrics.close()
     with pytest.raises(ValueError):
         ServiceMetrics("all").serve("localhost")
+
+
+def test_restart_reports_the_restored_snapshot_age_and_offsets(tmp_path):
+    """After a restart the snapshot age counts from the restored snapshot, not from the process start."""
+    name = f"metrics-restart-{time.monotonic_ns()}"
+    config = make_config(name, tmp_path, client="memory", bootstrap_servers=f"memory://{name}")
+    client = open_client("memory", KafkaConfig(bootstrap_servers=f"memory://{name}"))
+    events = [e for e in stream_events(300, seed=2) if e.kind == "train"]
+    running = start_service(config, client)
+    try:
+        producer = client.producer()
+        for event in events:
+            producer.send(config.train_topic, event.value, key=event.key)
+        producer.close()
+        wait_until(lambda: running.service.train_offsets.get(0, 0) == len(events), 20, "training applied")
+    finally:
+        running.halt()  # a graceful stop writes the snapshot
+    stopped = time.time()
+    time.sleep(2.5)
+    running = start_service(config, client)
+    try:
+        address = running.service.metrics_address
+        wait_until(lambda: scrape(address).value("sgm_training_offset", partition="0") == len(events), 10,
+                   "the restored offsets", interval=0.2)
+        after = scrape(address)
+    finally:
+        running.halt()
+    assert after.value("sgm_snapshot_pending_records") == 0
+    assert after.value("sgm_training_records_total") == 0  # nothing replayed: the snapshot held it all
+    assert time.time() - stopped + 1.0 > after.value("sgm_snapshot_age_seconds") >= 2.5
+    assert after.value("sgm_model_documents") > 0
