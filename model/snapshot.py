@@ -169,6 +169,10 @@ def _open(data: bytes, max_bytes: int) -> tuple[zipfile.ZipFile, dict[str, Any]]
         raise SnapshotError(f"not a snapshot archive: {exc}") from None
     if sum(i.file_size for i in infos) > max_bytes:
         raise SnapshotError("snapshot content exceeds the size limit")
+    if any(i.compress_type != zipfile.ZIP_STORED or i.compress_size != i.file_size for i in infos):
+        # dumps() stores every member uncompressed; refusing compression rules out zip bombs
+        # (zipfile would inflate a member in one piece before checking its declared size).
+        raise SnapshotError("snapshot members must be stored uncompressed")
     try:
         meta = json.loads(archive.read("meta.json"))
     except (KeyError, ValueError, zipfile.BadZipFile) as exc:
@@ -190,7 +194,7 @@ def loads(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Generativ
             raw = archive.read(f"{name}.npy")
             digest.update(name.encode())
             digest.update(raw)
-            array = np.load(io.BytesIO(raw), allow_pickle=False)
+            array = _load_array(name, raw)
             if array.dtype.str not in _ALLOWED_DTYPES or array.ndim != 1:
                 raise SnapshotError(f"array {name!r} has an unexpected type {array.dtype.str} / shape {array.shape}")
             arrays[name] = array
@@ -209,6 +213,23 @@ def loads(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Generativ
     if state_checksum(model) != meta.get("state_checksum"):
         raise SnapshotError("restored model does not match the snapshot's state checksum")
     return model, meta.get("extra", {})
+
+
+def _load_array(name: str, raw: bytes) -> np.ndarray:
+    """``np.load`` of one member, after checking its header: a plain dtype whose size matches the bytes.
+
+    A crafted header could otherwise ask for a huge allocation (or, with an
+    object dtype, for unpickling, which ``allow_pickle=False`` refuses anyway).
+    """
+    stream = io.BytesIO(raw)
+    version = np.lib.format.read_magic(stream)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _fortran, dtype = read_header(stream)
+    if dtype.hasobject or dtype.str not in _ALLOWED_DTYPES or len(shape) != 1:
+        raise SnapshotError(f"array {name!r} has an unexpected type {dtype.str} / shape {shape}")
+    if shape[0] * dtype.itemsize != len(raw) - stream.tell():
+        raise SnapshotError(f"array {name!r} declares {shape[0]} items but holds {len(raw) - stream.tell()} bytes")
+    return np.load(io.BytesIO(raw), allow_pickle=False)
 
 
 def _interner(names: list[str | None], free: np.ndarray) -> Interner:
