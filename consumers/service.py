@@ -113,6 +113,7 @@ class Service:
         """
         if self.model is None:
             self._restore()
+        self._open_metrics_endpoint()
         self._connect()
         self._serve_metrics()
 
@@ -154,9 +155,16 @@ class Service:
         self.score_consumer.subscribe([cfg.score_topic])
         self._scored_ends.clear()
 
+    def _open_metrics_endpoint(self) -> None:
+        # Before Kafka: a process retrying an unreachable broker is still scraped, with sgm_up 0 and
+        # sgm_transport_errors_total{stage="start"} rising, instead of looking like a dead target.
+        if self.metrics_address is None:
+            self.metrics_address = self.metrics.serve(self.config.metrics_address)
+            self.metrics.up.labels(self.config.role).set(0)
+
     def _serve_metrics(self) -> None:
         cfg = self.config
-        self.metrics_address = self.metrics.serve(cfg.metrics_address)
+        self._open_metrics_endpoint()
         self.metrics.up.labels(cfg.role).set(1)
         log.info("service started", extra={"role": cfg.role, "model": self.model.spec.name, "documents": len(self.model),
                                            "train_offsets": self.train_offsets, "metrics": self.metrics_address})
@@ -250,6 +258,7 @@ class Service:
             if not self.started.is_set():
                 if self.model is None:
                     self._restore()
+                self._open_metrics_endpoint()
                 self._retry(stop, self._connect)
                 if stop.is_set():
                     return
@@ -480,7 +489,6 @@ class Service:
             try:
                 valid.append((record, parse_score(record.value, self.limits)))
             except InvalidRecord as exc:
-                metrics.record_rejection(exc.reason.value, "score", dead_lettered=True)
                 log.warning("scoring record rejected", extra={**record_context(record), "reason": exc.reason.value,
                                                              "detail": exc.detail})
                 dead.append(DeadLetter.from_error(exc, record.value, key=record.key, topic=record.topic,
@@ -492,6 +500,7 @@ class Service:
         now = time.time()
         info = self.model_info()
         send = self.producer.send
+        predicted: list[str] = []
         for (record, parsed), (top_k, labels) in zip(valid, results):
             latency = now - record.timestamp_ms / 1000.0 if record.timestamp_ms else 0.0
             output = OutputRecord.from_scores(parsed.id, top_k, model=info, latency_ms=max(latency, 0.0) * 1000.0,
@@ -499,7 +508,7 @@ class Service:
             send(cfg.output_topic, encode_output(output), key=parsed.id.encode("utf-8"))
             if top_k:
                 self._remember(parsed.id, frozenset(labels) if model.multilabel == "powerset" else top_k[0][0])
-                metrics.record_prediction(top_k[0][0])
+                predicted.append(top_k[0][0])
         self._send_dead_letters(dead)
         produced_at = time.perf_counter()
         self._stage = "score_flush"
@@ -523,7 +532,12 @@ class Service:
         for record, _ in valid:
             if record.timestamp_ms:
                 metrics.end_to_end_latency.observe(max(acked - record.timestamp_ms / 1000.0, 0.0))
+        # Counted once acknowledged, like the outputs: a batch whose delivery failed is redone, not counted twice.
         metrics.observe_scored(len(valid), scored_at_perf - parsed_at)
+        for label in predicted:
+            metrics.record_prediction(label)
+        for letter in dead:
+            metrics.record_rejection(letter.reason.value, "score", dead_lettered=True)
         metrics.batch_seconds.labels("parse").observe(parsed_at - started)
         metrics.batch_seconds.labels("score").observe(scored_at_perf - parsed_at)
         metrics.batch_seconds.labels("produce").observe(produced_at - scored_at_perf)

@@ -15,6 +15,7 @@ Kafka-protocol broker of the session (``kafka_broker``).
 from __future__ import annotations
 
 import logging
+import threading
 import math
 import time
 import urllib.request
@@ -439,3 +440,37 @@ def test_restart_reports_the_restored_snapshot_age_and_offsets(tmp_path):
     assert after.value("sgm_training_records_total") == 0  # nothing replayed: the snapshot held it all
     assert time.time() - stopped + 1.0 > after.value("sgm_snapshot_age_seconds") >= 2.5
     assert after.value("sgm_model_documents") > 0
+
+
+def test_endpoint_answers_while_the_broker_is_unreachable_at_start(tmp_path):
+    """A process retrying Kafka at start is scraped (sgm_up 0, start errors counted), then comes up."""
+    from consumers.service import Service
+    from stream.transport import KafkaTransportError, MemoryClient
+
+    reachable = threading.Event()
+
+    class UnreachableUntilAllowed(MemoryClient):
+        def admin(self):
+            if not reachable.is_set():
+                raise KafkaTransportError("broker unreachable (simulated)")
+            return super().admin()
+
+    name = f"metrics-outage-{time.monotonic_ns()}"
+    config = make_config(name, tmp_path, client="memory", bootstrap_servers=f"memory://{name}")
+    service = Service(config, client=UnreachableUntilAllowed(KafkaConfig(bootstrap_servers=f"memory://{name}")))
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: service.metrics_address is not None, 10, "the metrics endpoint")
+        wait_until(lambda: scrape(service.metrics_address).value("sgm_transport_errors_total", stage="start") >= 2, 10,
+                   "start errors counted while the broker is down")
+        assert scrape(service.metrics_address).value("sgm_up", role="all") == 0.0
+        assert not service.started.is_set()
+        reachable.set()
+        assert service.started.wait(20), "the service never connected"
+        assert scrape(service.metrics_address).value("sgm_up", role="all") == 1.0
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not thread.is_alive()
