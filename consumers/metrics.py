@@ -164,10 +164,8 @@ class ServiceMetrics:
         if documents <= 0:
             return
         self.scored.inc(documents)
-        per_document = scoring_seconds / documents
-        observe = self.score_latency.observe
-        for _ in range(documents):  # one observation per document: the histogram's count equals the scored count
-            observe(per_document)
+        # One observation per document, so the histogram's count equals the scored count.
+        observe_many(self.score_latency, scoring_seconds / documents, documents)
 
     def record_feedback(self, correct: bool) -> None:
         """A label arrived for a document this process had predicted."""
@@ -246,3 +244,23 @@ class ServiceMetrics:
             for partition, lag in lags.items():
                 self.consumer_lag.labels(source, topic, str(partition)).set(max(lag, 0))
             self._lag_partitions[(source, topic)] = set(lags)
+
+
+def observe_many(histogram: Histogram, value: float, times: int) -> None:
+    """``times`` observations of the same ``value`` in one step.
+
+    prometheus_client has no batch observe, and a loop of ``observe`` costs about
+    1.6 ms per 1000 documents. This adds to the sum and to the one bucket the value
+    falls in, as ``observe`` does ``times`` times; if the library's internals ever
+    change shape, it falls back to the loop.
+    """
+    bounds, buckets, total = (getattr(histogram, name, None) for name in ("_upper_bounds", "_buckets", "_sum"))
+    if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
+        for _ in range(times):
+            histogram.observe(value)
+        return
+    total.inc(value * times)
+    for bucket, bound in zip(buckets, bounds):
+        if value <= bound:
+            bucket.inc(times)
+            break

@@ -474,3 +474,22 @@ def test_endpoint_answers_while_the_broker_is_unreachable_at_start(tmp_path):
         stop.set()
         thread.join(30)
     assert not thread.is_alive()
+
+
+def test_observe_many_equals_repeated_observe():
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from consumers.metrics import SCORE_BUCKETS, observe_many
+
+    fast, slow = CollectorRegistry(), CollectorRegistry()
+    fast_h = Histogram("h_seconds", "h", buckets=SCORE_BUCKETS, registry=fast)
+    slow_h = Histogram("h_seconds", "h", buckets=SCORE_BUCKETS, registry=slow)
+    # between bounds, below the first, on a bound, beyond the last (+Inf only), and again
+    for value, times in ((0.0003, 7), (1e-6, 3), (0.001, 2), (5.0, 4), (0.0003, 1)):
+        observe_many(fast_h, value, times)
+        for _ in range(times):
+            slow_h.observe(value)
+    samples = lambda registry: sorted((s.name, tuple(sorted(s.labels.items())), round(s.value, 12))  # noqa: E731
+                                      for f in registry.collect() for s in f.samples if not s.name.endswith("_created"))
+    assert samples(fast) == samples(slow)
+    assert fast.get_sample_value("h_seconds_count") == 17

@@ -260,7 +260,7 @@ def test_prometheus_scrapes_the_service_and_promql_gives_the_rates_sent(promethe
         assert scored_rate == pytest.approx(expected_scored, rel=0.15)
         assert rejected_rate == pytest.approx(expected_rejected, rel=0.25, abs=1.5)
         # the service kept up with the feed (loosely: a loaded machine delays batches, it does not lose them)
-        assert expected_scored == pytest.approx(sent_scored, rel=0.3)
+        assert expected_scored == pytest.approx(sent_scored, rel=0.5)
         assert dead_rate == rejected_rate  # role all: every rejection is dead-lettered here
         assert learned_rate > 0
 
