@@ -73,6 +73,17 @@ def record_context(record, doc_id: str | None = None) -> dict:
     return {"id": doc_id, "topic": record.topic, "partition": record.partition, "offset": record.offset}
 
 
+def undelivered_ids(error, limit: int = 20) -> list[str]:
+    """Keys (record ids, docs/SCHEMAS.md) of the records a ``DeliveryError`` reports, at most ``limit``.
+
+    >>> from stream.transport import DeliveryError, DeliveryFailure
+    >>> undelivered_ids(DeliveryError([DeliveryFailure("sgm-output", 1, b"q7", b"{}", "timed out")]))
+    ['q7']
+    """
+    keys = [f.key for f in getattr(error, "failures", ()) if f.key is not None]
+    return [bytes(k).decode("utf-8", "replace")[:MAX_LOGGED_ID_CHARS] for k in keys[:limit]]
+
+
 def _id_in_value(value: bytes | None) -> str | None:
     if value is None or len(value) > MAX_ID_PROBE_BYTES:
         return None

@@ -47,7 +47,7 @@ from stream.snapshots import SnapshotStore
 from stream.transport import Client, CommitFailedError, DeliveryError, KafkaTransportError, Record, TopicPartition, open_client
 
 from .config import ServiceConfig
-from .logs import record_context
+from .logs import record_context, undelivered_ids
 from .metrics import ServiceMetrics
 
 log = logging.getLogger("sgm.service")
@@ -517,7 +517,8 @@ class Service:
         except DeliveryError as exc:
             # Nothing is committed: rewind to the batch start and score it again (at least once).
             self._transport_error("score_flush", exc, retry_in=0.5)
-            log.error("output delivery failed; rescoring the batch", extra={"error": str(exc)})
+            log.error("output delivery failed; rescoring the batch",
+                      extra={"error": str(exc), "ids": undelivered_ids(exc), "undelivered": len(exc.failures)})
             self._resend_training_letters(exc)
             self._rewind(records)
             return

@@ -493,3 +493,59 @@ def test_observe_many_equals_repeated_observe():
                                       for f in registry.collect() for s in f.samples if not s.name.endswith("_created"))
     assert samples(fast) == samples(slow)
     assert fast.get_sample_value("h_seconds_count") == 17
+
+
+def test_failed_delivery_is_logged_with_ids_and_not_counted_twice(tmp_path, caplog):
+    """A batch whose outputs are not acknowledged is rescored: its error names the ids, counts stay exact."""
+    from stream.transport import DeliveryError, DeliveryFailure
+
+    name = f"metrics-delivery-{time.monotonic_ns()}"
+    config = make_config(name, tmp_path, client="memory", bootstrap_servers=f"memory://{name}")
+    client = open_client("memory", KafkaConfig(bootstrap_servers=f"memory://{name}"))
+    events = stream_events(300, seed=6)
+    expected = expected_outcome(config, events)
+    caplog.set_level(logging.ERROR, logger="sgm.service")
+    running = start_service(config, client)
+    service = running.service
+
+    class FirstOutputFlushFails:
+        """The service's producer, except that the first flush with outputs in it reports them undelivered."""
+
+        def __init__(self, producer) -> None:
+            self.producer, self.pending, self.failed = producer, [], False
+
+        def send(self, topic, value, key=None, headers=None, partition=None):
+            self.producer.send(topic, value, key=key, headers=headers, partition=partition)
+            if topic == config.output_topic:
+                self.pending.append(DeliveryFailure(topic, None, key, value, "timed out (simulated)"))
+
+        def flush(self, timeout: float = 30.0) -> None:
+            pending, self.pending = self.pending, []
+            self.producer.flush(timeout)
+            if pending and not self.failed:
+                self.failed = True
+                raise DeliveryError(pending)
+
+        def close(self, timeout: float = 30.0) -> None:
+            self.producer.close(timeout)
+
+    service.producer = FirstOutputFlushFails(service.producer)
+    try:
+        feed_test_then_train(client, config, service, events)
+        wait_until(lambda: service.train_offsets.get(0, 0) >= expected.training_records, 20, "training applied")
+        final = scrape(service.metrics_address)
+        records = read_topic(client, config.output_topic, lambda r: len({x.key for x in r}) >= len(expected.scoring_ids))
+    finally:
+        running.halt()
+    last_output = {}
+    for output in (o for outs in outputs_by_id(records).values() for o in outs):
+        last_output[output.id] = output  # a rescored document's acknowledged output is its last one
+    (failure,) = [r for r in caplog.records if r.getMessage() == "output delivery failed; rescoring the batch"]
+    assert failure.ids and set(failure.ids) <= set(expected.scoring_ids) and failure.undelivered >= len(failure.ids)
+    # the failed batch was scored again: every count once, none twice
+    assert final.value("sgm_documents_scored_total") == len(expected.scoring_ids)
+    assert final.value("sgm_score_latency_seconds_count") == len(expected.scoring_ids)
+    assert len(records) > len(last_output) == len(expected.scoring_ids)  # the failed batch's outputs exist twice
+    assert final.by("sgm_predictions_total", "label") == Counter(o.top_k[0][0] for o in last_output.values() if o.top_k)
+    assert final.by("sgm_documents_dead_lettered_total", "reason", "source") == expected.dead
+    assert final.value("sgm_transport_errors_total", stage="score_flush") == 1
