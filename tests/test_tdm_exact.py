@@ -319,3 +319,22 @@ def test_options_are_checked():
         TDM("u_jm")  # an MNB spec
     assert math.isclose(TDM("tdm_u_jm_kjm", half_life=5.0).state.prune_below, 2.0**-20)
     assert TDM("tdm_u_jm_kjm").state.prune_below is None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs(), st.lists(st.tuples(documents, label_sets, st.floats(0.0, 60.0), st.sampled_from(DOC_IDS[:-1])),
+                           min_size=1, max_size=12), st.lists(st.integers(1, 12), max_size=4))
+def test_sequential_batches_equal_one_by_one(config, items, cuts):
+    """learn_many(sequential=True), cut anywhere, is bitwise the model learned one document at a time."""
+    one, batched = make_model(config), make_model(config)
+    for doc, labels, ts, doc_id in items:
+        one.learn_one(doc, labels, ts=ts, id=doc_id)
+    bounds = sorted({0, len(items), *[c for c in cuts if c < len(items)]})
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        part = items[lo:hi]
+        batched.learn_many([p[0] for p in part], [p[1] for p in part], ts=[p[2] for p in part],
+                           ids=[p[3] for p in part], sequential=True)
+    assert batched.checksum() == one.checksum()
+    queries = [{"alpha": 1.0, "beta": 2.0}, {"eta": 1.0}]
+    if len(one):
+        np.testing.assert_array_equal(batched.predict_log_proba_many(queries)[1], one.predict_log_proba_many(queries)[1])
