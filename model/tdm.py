@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -732,16 +732,6 @@ class TDM(MNB):
             nodes_table.post_weight[term] = part
         nodes_table.weight_epoch[terms] = self.state.epoch
         nodes_table.weights_recomputed += len(terms)
-
-    def _document_postings(self, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(node ids, v, lengths)`` of ``terms`` concatenated in order; weights must be fresh."""
-        nodes_table = self.state.nodes
-        fills = nodes_table.post_fill[terms]
-        if not fills.any():
-            return _EMPTY_NODES, _EMPTY_FLOATS, fills
-        term_list = terms.tolist()
-        return (np.concatenate([nodes_table.post_node[t][: nodes_table.post_fill[t]] for t in term_list]),
-                np.concatenate([nodes_table.post_weight[t] for t in term_list]), fills)
 
     # ------------------------------------------------------------ the kernel
     def _joint_log_scores(self, batch: PreparedBatch) -> np.ndarray:
