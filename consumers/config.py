@@ -198,16 +198,16 @@ def parse_param(text: str) -> tuple[str, Any]:
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, exclude: tuple[str, ...] = ()) -> None:
-    """One flag per field; defaults are left to :func:`from_args` (env, then field default)."""
+    """One flag per field; an absent flag leaves no attribute (so an explicit "none" still wins over the env)."""
     for f in dataclasses.fields(ServiceConfig):
         if f.name in exclude:
             continue
         help_text = f"{f.metadata['help']} [env {env_var(f.name)}; default {f.default!r}]"
         if f.name == "param":
-            parser.add_argument("--param", action="append", type=parse_param, default=None, metavar="NAME=VALUE",
-                                help=help_text)
+            parser.add_argument("--param", action="append", type=parse_param, default=argparse.SUPPRESS,
+                                metavar="NAME=VALUE", help=help_text)
             continue
-        parser.add_argument(flag(f.name), dest=f.name, default=None, type=_field_type(f),
+        parser.add_argument(flag(f.name), dest=f.name, default=argparse.SUPPRESS, type=_field_type(f),
                             choices=f.metadata.get("choices"), help=help_text)
 
 
@@ -215,18 +215,18 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
     """Flags, then ``SGM_*`` environment variables, then defaults."""
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
+    given_flags = vars(args)
     for f in dataclasses.fields(ServiceConfig):
-        given = getattr(args, f.name, None)
         if f.name == "param":
             params = {}
             env = environ.get(env_var("param"))
             if env:  # SGM_PARAM="beta=0.3,mu=10"
                 params.update(parse_param(p) for p in env.split(",") if p.strip())
-            params.update(given or [])
+            params.update(given_flags.get("param") or [])
             values["param"] = params
             continue
-        if given is not None:
-            values[f.name] = given
+        if f.name in given_flags:
+            values[f.name] = given_flags[f.name]
         elif env_var(f.name) in environ:
             values[f.name] = _field_type(f)(environ[env_var(f.name)])
     values.update(overrides)

@@ -1,0 +1,54 @@
+"""ServiceConfig: flags beat SGM_* environment variables, which beat defaults; docs/CONFIG.md is current."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from consumers import config as service_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def parse(argv, environ=None, **overrides):
+    parser = argparse.ArgumentParser()
+    service_config.add_arguments(parser)
+    return service_config.from_args(parser.parse_args(argv), environ or {}, **overrides)
+
+
+def test_defaults_env_and_flags_in_that_order():
+    assert parse([]).train_topic == "sgm-train"
+    assert parse([], {"SGM_TRAIN_TOPIC": "from-env"}).train_topic == "from-env"
+    assert parse(["--train-topic", "from-flag"], {"SGM_TRAIN_TOPIC": "from-env"}).train_topic == "from-flag"
+    cfg = parse(["--snapshot-every-seconds", "2.5", "--create-topics", "false", "--half-life", "none"],
+                {"SGM_MAX_POLL_RECORDS": "77", "SGM_HALF_LIFE": "60"})
+    assert cfg.snapshot_every_seconds == 2.5 and cfg.create_topics is False and cfg.max_poll_records == 77
+    assert cfg.half_life is None  # the flag wins over the environment, even to say "none"
+
+
+def test_model_params_from_flags_env_and_config_file(tmp_path):
+    cfg = parse(["--param", "beta=0.3", "--param", "mu=20"], {"SGM_PARAM": "beta=0.9,delta=0.4"})
+    assert cfg.param == {"beta": 0.3, "delta": 0.4, "mu": 20.0}
+    path = tmp_path / "tuned.json"
+    path.write_text(json.dumps({"model": "u_jm_ps", "params": {"beta": 0.2, "theta": 0.5}, "half_life": 100.0}))
+    built = parse(["--config", str(path), "--param", "theta=0.7"]).model_config()
+    assert built["model"] == "u_jm_ps" and built["params"] == {"beta": 0.2, "theta": 0.7}
+    assert built["half_life"] == 100.0
+
+
+def test_bad_values_are_refused():
+    with pytest.raises(SystemExit):
+        parse(["--role", "janitor"])
+    with pytest.raises(ValueError):
+        parse([], {"SGM_TOP_K": "0"})
+
+
+def test_secrets_are_redacted():
+    assert parse(["--sasl-password", "hunter2"]).redacted()["sasl_password"] == "***"
+
+
+def test_docs_config_table_is_generated_from_the_code():
+    documented = (ROOT / "docs" / "CONFIG.md").read_text()
+    assert service_config.markdown_table() in documented, "regenerate: python -m consumers.config > docs/CONFIG.md"
