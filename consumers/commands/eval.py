@@ -1,0 +1,156 @@
+"""``sgm eval``: evaluate a model configuration on a JSON Lines dataset.
+
+Examples (see ``docs/EVALUATION.md``)::
+
+    sgm eval --data r8 --model uc_pd_dp_tXiX_ps --param mu=20 --json r8.json
+    sgm eval --data spamassassin --config tuned.json --mode prequential --plot spam.png
+    sgm eval --data sms-spam --model uc_jm --mode prequential --shuffle 0 --delay 100
+
+``--data`` takes a file path or a shared dataset name (``r8``, ``spamassassin``...).
+The default mode is ``split`` when the data has ``train`` and ``test``
+documents, else ``prequential``. ``--json`` writes ``accuracy``, ``micro_f1``,
+``macro_f1``, ``log_loss``, ``roc_auc``, ``one_minus_roca_pct`` (null where
+they do not apply), ``docs``, ``learn_docs_per_s``, ``score_docs_per_s``, the
+full ``config`` and, in prequential mode, ``windows`` (accuracy per window).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from model import build_model, model_config
+from model.spec import SpecError
+
+MEASURES = ("accuracy", "micro_f1", "macro_f1", "log_loss", "roc_auc", "one_minus_roca_pct")
+
+
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments shared by ``eval`` and ``tune``: data, model configuration, protocol."""
+    data = parser.add_argument_group("data and protocol")
+    data.add_argument("--data", required=True, help="dataset file (.jsonl or .jsonl.gz) or shared dataset name (r8, ...)")
+    data.add_argument("--mode", choices=("split", "prequential"), default=None,
+                      help="split: learn train, score test; prequential: test-then-train in stream order "
+                           "(default: split when the data has a train/test split, else prequential)")
+    data.add_argument("--delay", type=int, default=0, metavar="N",
+                      help="prequential: a label is learned after the next N documents are scored (default 0)")
+    data.add_argument("--shuffle", type=int, default=None, metavar="SEED",
+                      help="prequential: seeded shuffle instead of ts order (for sets without a usable order)")
+    data.add_argument("--test-fraction", type=float, default=0.2,
+                      help="split mode on data without a split: seeded random test share (default 0.2)")
+    data.add_argument("--split-seed", type=int, default=0, help="seed of that random split (default 0)")
+    data.add_argument("--threshold", type=float, default=None,
+                      help="per-label multi-label output: labels with posterior >= this (default 0.3)")
+    data.add_argument("--positive", default=None, help="positive label of a two-label task (default: spam, "
+                      "else the second label in sort order)")
+    data.add_argument("--limit", type=int, default=None, metavar="N", help="read only the first N documents")
+
+    model = parser.add_argument_group("model configuration")
+    model.add_argument("--config", default=None, help="configuration JSON (as written by sgm tune)")
+    model.add_argument("--model", default=None, metavar="SPEC", help="affix string, e.g. uc_pd_jm_dp_tXiX_ps "
+                       "(replaces the config's model)")
+    model.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                       help="set one model number (repeatable), e.g. --param mu=20")
+    model.add_argument("--half-life", type=float, default=None, metavar="SECONDS", help="time decay half-life")
+    model.add_argument("--multilabel", choices=("per_label", "powerset"), default=None,
+                       help="label sets: per label or as one class each (default for multi-label data: powerset)")
+    model.add_argument("--ngrams", type=int, default=None, help="tokenizer: longest word n-gram (1-3)")
+
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bar on stderr (default: when stderr is a terminal)")
+
+
+def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The configuration dict from ``--config``, ``--model``, ``--param`` and the options;
+    raises :class:`SpecError` when it does not describe a valid model."""
+    config: dict[str, Any] = {}
+    if args.config:
+        config = json.loads(Path(args.config).read_text(encoding="utf-8"))
+        if not isinstance(config, dict):
+            raise SpecError(f"{args.config}: a configuration is a JSON object")
+    if args.model:
+        config["model"] = args.model
+    if "model" not in config:
+        raise SpecError("give --model SPEC or --config FILE")
+    params = dict(config.get("params") or {})
+    for item in args.param:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise SpecError(f"--param takes NAME=VALUE, got {item!r}")
+        value = value.strip()
+        params[name.strip()] = value if value.lower() == "kn" else float(value)
+    config["params"] = params
+    if args.half_life is not None:
+        config["half_life"] = args.half_life
+    if args.multilabel is not None:
+        config["multilabel"] = args.multilabel
+    if args.ngrams is not None:
+        config["tokenizer"] = {**dict(config.get("tokenizer") or {}), "ngrams": args.ngrams}
+    explicit = {k: v for k, v in config.items() if v is not None}
+    model_config(build_model(explicit))  # validates every field now, with the model's own messages
+    return explicit
+
+
+def setup_from_args(args: argparse.Namespace, docs) -> "EvalSetup":
+    from consumers.evaluation import DEFAULT_THRESHOLD, EvalSetup, has_standard_split
+
+    mode = args.mode or ("split" if has_standard_split(docs) else "prequential")
+    return EvalSetup(mode=mode, delay=args.delay, shuffle_seed=args.shuffle, test_fraction=args.test_fraction,
+                     split_seed=args.split_seed,
+                     threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold,
+                     window=getattr(args, "window", None), positive=args.positive)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_data_arguments(parser)
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", default=None, metavar="OUT", help="write the report as JSON ('-' for stdout)")
+    out.add_argument("--plot", default=None, metavar="OUT.png", help="plot accuracy over the stream (and the ROC curve)")
+    out.add_argument("--window", default=None, help="prequential windows: N documents, or a duration like 7d, 12h "
+                     "(default: 20 windows of equal size)")
+
+
+def format_summary(report: dict[str, Any], label: str = "") -> str:
+    """A few human-readable lines of a report."""
+    def show(value):
+        return "n/a" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
+
+    head = f"{label}mode={report['mode']} docs={report['docs']}"
+    if report["mode"] == "split":
+        head += f" (train {report['train_docs']}, test {report['test_docs']}, split {report.get('split', '?')})"
+    else:
+        head += f" (unscored {report['unscored']}, delay {report['delay']}, order {report['order']})"
+    lines = [head, "  " + "  ".join(f"{m}={show(report.get(m))}" for m in MEASURES),
+             f"  learn {show(report['learn_docs_per_s'])} docs/s, score {show(report['score_docs_per_s'])} docs/s; "
+             f"model {report['config']['model']} {json.dumps(report['config']['params'])}"]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from consumers.evaluation import evaluate, load_examples, plot_report
+
+    try:
+        config = config_from_args(args)
+        docs = load_examples(args.data, limit=args.limit)
+        setup = setup_from_args(args, docs)
+    except (SpecError, ValueError, FileNotFoundError, json.JSONDecodeError) as exc:
+        print(f"sgm eval: {exc}", file=sys.stderr)
+        return 2
+    report = evaluate(config, docs, setup, progress=args.progress, keep_outcomes=bool(args.plot))
+    outcomes = report.pop("_outcomes", None)
+    report["data"] = str(args.data)
+    if args.plot:
+        from consumers.evaluation import resolve_data
+
+        plot_report(report, outcomes, args.plot, title=resolve_data(args.data).name.split(".")[0])
+    text = json.dumps(report, indent=2, sort_keys=True)
+    if args.json == "-":
+        sys.stdout.write(text + "\n")
+        print(format_summary(report), file=sys.stderr)
+    else:
+        if args.json:
+            Path(args.json).write_text(text + "\n", encoding="utf-8")
+        print(format_summary(report))
+    return 0

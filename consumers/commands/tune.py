@@ -1,0 +1,163 @@
+"""``sgm tune``: Gaussian random search of model numbers on a development split.
+
+Example (see ``docs/EVALUATION.md``)::
+
+    sgm tune --data r8 --model uc_pd_dp_tXiX_ps --iters 40 --points 40 --out r8.json
+    sgm eval --data r8 --config r8.json
+
+The development data comes from the training data only: in split mode a
+seeded random ``--dev-fraction`` of the training documents is the dev-test
+set and the rest dev-train (the test split is never read for tuning); in
+prequential mode the first ``--dev-fraction`` of the stream. Every point fits
+a fresh model on dev-train and scores dev-test (or runs prequentially over
+the dev stream); points of one iteration run in parallel worker processes.
+
+The search starts from the configuration's numbers (``--config``/``--param``,
+else the defaults of ``model.spec.PARAMS``), so the printed "default" dev
+score is the starting point's. The best configuration is written to
+``--out`` in the ``model_config`` format that ``sgm eval --config`` and
+``sgm serve --config`` read. Unless ``--no-test``, the default and tuned
+configurations are then evaluated on the real test protocol and both are
+reported (the test result is reported, never used to choose).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from model import build_model, model_config
+from model.search import dimensions_for, gaussian_random_search
+from model.spec import PARAMS, SpecError, parse_spec
+
+from .eval import MEASURES, add_data_arguments, config_from_args, format_summary, setup_from_args
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_data_arguments(parser)
+    search = parser.add_argument_group("search")
+    search.add_argument("--params", default=None, metavar="NAMES",
+                        help="comma-separated numbers to search (default: every number the spec reads)")
+    search.add_argument("--range", action="append", default=[], metavar="NAME=LOW:HIGH",
+                        help="override a searched range (default: the tuning range in model.spec.PARAMS)")
+    search.add_argument("--iters", type=int, default=40, help="iterations (default 40)")
+    search.add_argument("--points", type=int, default=40, help="points per iteration (default 40)")
+    search.add_argument("--spread", type=int, default=4, help="tied best points kept (X, default 4)")
+    search.add_argument("--seed", type=int, default=0, help="seed of the search steps (default 0)")
+    search.add_argument("--objective", default=None,
+                        choices=("accuracy", "micro_f1", "macro_f1", "roc_auc", "neg_log_loss"),
+                        help="dev measure to maximize (default: accuracy; micro_f1 for multi-label data)")
+    search.add_argument("--dev-fraction", type=float, default=0.25,
+                        help="dev-test share of the training data, or dev share of the stream (default 0.25)")
+    search.add_argument("--dev-seed", type=int, default=0, help="seed of the dev partition (default 0)")
+    search.add_argument("--dev-folds", type=int, default=1, metavar="K",
+                        help="split mode: K-fold cross-validation over the training data instead of one dev "
+                             "partition (each point fits K models; less noisy, K times slower; default 1)")
+    search.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="parallel processes evaluating points (default: the machine's cores)")
+    parser.add_argument("--out", required=True, metavar="CONFIG", help="write the best configuration here (JSON)")
+    parser.add_argument("--json", default=None, metavar="REPORT", help="write the search report (all points) as JSON")
+    parser.add_argument("--test", action=argparse.BooleanOptionalAction, default=True,
+                        help="also evaluate default and tuned configurations on the test protocol (default on)")
+
+
+def _ranges(items: list[str]) -> dict[str, tuple[float, float]]:
+    out = {}
+    for item in items:
+        name, _, span = item.partition("=")
+        low, sep, high = span.partition(":")
+        if not sep:
+            raise SpecError(f"--range takes NAME=LOW:HIGH, got {item!r}")
+        out[name.strip()] = (float(low), float(high))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from consumers.evaluation import development_task, evaluate, load_examples, parallel_map
+
+    try:
+        config = config_from_args(args)
+        spec = parse_spec(config["model"])
+        free = sorted(spec.free_params)
+        names = [n.strip() for n in args.params.split(",") if n.strip()] if args.params else free
+        not_read = [n for n in names if n not in free]
+        if not_read:
+            raise SpecError(f"{spec.name} does not read {not_read} (it reads: {', '.join(free) or 'nothing'})")
+        if not names:
+            raise SpecError(f"{spec.name} has no numbers to tune")
+        dimensions = dimensions_for(names, _ranges(args.range))
+        docs = load_examples(args.data, limit=args.limit)
+        setup = setup_from_args(args, docs)
+        if args.iters < 0 or args.points < 1:
+            raise ValueError("need --iters >= 0 and --points >= 1")
+    except (SpecError, ValueError, FileNotFoundError, json.JSONDecodeError) as exc:
+        print(f"sgm tune: {exc}", file=sys.stderr)
+        return 2
+
+    # The starting point: the configuration's numbers where given, else the documented defaults.
+    start_params = build_model(config).params
+    start = {n: float(start_params[n]) if start_params[n] != "kn" else PARAMS[n].default for n in names}
+    task = development_task(docs, config, setup, args.objective, args.dev_fraction, args.dev_seed, args.dev_folds)
+    dev_size = (f"dev-train {len(task.dev_train)}, dev-test {len(task.dev_test)}" if setup.mode == "split"
+                else f"dev stream {len(task.dev_stream)}")
+    if len(task.folds) > 1:
+        dev_size += f", {len(task.folds)} folds"
+    verbose = sys.stderr.isatty() if args.progress is None else args.progress
+    print(f"sgm tune: {spec.name} on {args.data} ({setup.mode}; {dev_size}); searching {', '.join(names)} "
+          f"{args.iters}x{args.points} with {args.workers} worker(s), objective {task.objective}", file=sys.stderr)
+
+    started = time.perf_counter()
+
+    def report_iteration(iteration: int, result) -> None:
+        if verbose:
+            print(f"  iteration {iteration}/{args.iters}: best dev {task.objective} {result.best_score:.6f} "
+                  f"({result.evaluations} points, {time.perf_counter() - started:.1f}s) {result.best_point}",
+                  file=sys.stderr)
+
+    map_fn, close = parallel_map(task, args.workers)
+    try:
+        result = gaussian_random_search(task, dimensions, start=start, iterations=args.iters, points=args.points,
+                                        spread=args.spread, seed=args.seed, map_fn=map_fn,
+                                        on_iteration=report_iteration)
+    finally:
+        close()
+    search_seconds = time.perf_counter() - started
+
+    tuned_config = model_config(build_model(task.config_for(result.best_point)))
+    default_config = model_config(build_model(task.config_for(result.start_point)))
+    Path(args.out).write_text(json.dumps(tuned_config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+    summary: dict[str, Any] = {
+        "data": str(args.data),
+        "mode": setup.mode,
+        "objective": task.objective,
+        "searched": names,
+        "ranges": {d.name: [d.low, d.high] for d in dimensions},
+        "search": f"{args.iters}x{args.points}",
+        "seed": args.seed,
+        "dev": {"fraction": args.dev_fraction, "seed": args.dev_seed, "folds": len(task.folds) or None,
+                "train_docs": len(task.dev_train),
+                "test_docs": len(task.dev_test), "stream_docs": len(task.dev_stream)},
+        "dev_default": result.start_score,
+        "dev_tuned": result.best_score,
+        "evaluations": result.evaluations,
+        "search_seconds": round(search_seconds, 1),
+        "default_config": default_config,
+        "tuned_config": tuned_config,
+    }
+    print(f"dev {task.objective}: default {result.start_score:.6f} -> tuned {result.best_score:.6f} "
+          f"({result.evaluations} points, {search_seconds:.1f}s); best config written to {args.out}")
+    print(f"  tuned params: {json.dumps(tuned_config['params'], sort_keys=True)}")
+    if args.test:
+        for name, cfg in (("default", default_config), ("tuned", tuned_config)):
+            report = evaluate(cfg, docs, setup, progress=args.progress)
+            summary[f"test_{name}"] = {k: report.get(k) for k in (*MEASURES, "docs", "mode", "split", "order")}
+            print(format_summary(report, label=f"test ({name}): "))
+    if args.json:
+        summary["trials"] = result.to_dict()["trials"]
+        Path(args.json).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return 0

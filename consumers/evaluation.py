@@ -1,0 +1,678 @@
+"""Offline evaluation and tuning of a model configuration on a labelled dataset.
+
+The runner behind ``sgm eval`` and ``sgm tune`` (see ``docs/EVALUATION.md``).
+Two protocols:
+
+``split``
+    Learn the ``train`` documents in one batch (batch TF-IDF, as the thesis
+    does), score the ``test`` documents. A dataset without a standard split
+    gets a seeded random one (``test_fraction``).
+``prequential``
+    Test-then-train in stream order: each document is scored by the model as
+    it stands, then learned one at a time (so TF-IDF uses the statistics in
+    force when a document arrives). With ``delay=N`` a document's label
+    becomes available only after the next ``N`` documents have been scored
+    (delayed feedback). The order is ``ts`` order (stable; undated documents
+    last), or a seeded shuffle for sets without a usable order.
+
+Label sets. Documents without labels cannot be learned or scored for
+correctness and are left out (reported as ``dropped_unlabelled``).
+Multi-label data is classified in label-powerset mode by default (one class
+per label set, arg-max output; the thesis's mapping, MODEL.md section 8);
+with ``multilabel="per_label"`` a document is counted under each of its
+labels and the output is every label with posterior at least ``threshold``
+(the arg-max label when none reaches it).
+
+Measures (:mod:`model.metrics`): accuracy (exact label-set match), Micro-F1,
+Macro-F1, log loss (of the true class: the label, or the label set in
+powerset mode; ``None`` for per-label multi-label output), and for two-label
+data ROC AUC and 1-ROCA% of the positive label's posterior.
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from model import build_model, model_config
+from model import metrics
+from model.text import Tokenizer
+from stream.datasets import LabelledDoc, find_dataset, load_jsonl, split as split_by_field, time_ordered
+
+MODES = ("split", "prequential")
+OBJECTIVES = ("accuracy", "micro_f1", "macro_f1", "roc_auc", "neg_log_loss")
+#: Labels treated as the positive class of a two-label task, if present (else the second label in sort order).
+POSITIVE_NAMES = ("spam",)
+#: Default posterior threshold of per-label multi-label output.
+DEFAULT_THRESHOLD = 0.3
+#: Documents scored per model call in split mode (bounds memory; lets the progress bar move).
+SCORE_BATCH = 512
+
+
+# ---------------------------------------------------------------- data
+def resolve_data(name_or_path: str | os.PathLike) -> Path:
+    """A dataset file from a path or a shared dataset name (``"r8"``).
+
+    >>> resolve_data("no-such-dataset")
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: no dataset file or shared dataset named 'no-such-dataset' (set SGM_DATA_DIR?)
+    """
+    found = find_dataset(str(name_or_path))
+    if found is None:
+        raise FileNotFoundError(f"no dataset file or shared dataset named {str(name_or_path)!r} (set SGM_DATA_DIR?)")
+    return found
+
+
+def load_examples(path: str | os.PathLike, limit: int | None = None) -> list[LabelledDoc]:
+    """All documents of a dataset file (``.jsonl`` or ``.jsonl.gz``), in file order."""
+    return list(load_jsonl(resolve_data(path), limit=limit))
+
+
+def has_standard_split(docs: Sequence[LabelledDoc]) -> bool:
+    """True when the data has both ``train`` and ``test`` documents."""
+    parts = split_by_field(docs)
+    return bool(parts.train) and bool(parts.test)
+
+
+def is_multilabel(docs: Iterable[LabelledDoc]) -> bool:
+    """True when some document has more than one label."""
+    return any(len(d.labels) > 1 for d in docs)
+
+
+def labelled(docs: Iterable[LabelledDoc]) -> list[LabelledDoc]:
+    return [d for d in docs if d.labels]
+
+
+def train_test(docs: Sequence[LabelledDoc], test_fraction: float = 0.2, seed: int = 0) -> tuple[list, list]:
+    """The standard split, or (no ``train``/``test`` documents) a seeded random one.
+
+    >>> docs = [LabelledDoc(str(i), "", ("x",), None, None) for i in range(10)]
+    >>> [len(p) for p in train_test(docs, 0.3, seed=1)]
+    [7, 3]
+    """
+    parts = split_by_field(docs)
+    if parts.train and parts.test:
+        return parts.train, parts.test
+    return random_partition(list(docs), test_fraction, seed)
+
+
+def random_partition(docs: list, second_fraction: float, seed: int) -> tuple[list, list]:
+    """Seeded random partition keeping input order within each part."""
+    if not 0 < second_fraction < 1:
+        raise ValueError("the held-out fraction must be in (0, 1)")
+    order = list(range(len(docs)))
+    random.Random(seed).shuffle(order)
+    cut = round(len(docs) * second_fraction)
+    held = set(order[:cut])
+    return [d for i, d in enumerate(docs) if i not in held], [d for i, d in enumerate(docs) if i in held]
+
+
+def stream_order(docs: Sequence[LabelledDoc], shuffle_seed: int | None = None) -> list[LabelledDoc]:
+    """Prequential order: by ``ts`` (stable, undated last), or a seeded shuffle."""
+    if shuffle_seed is None:
+        return time_ordered(docs)
+    shuffled = list(docs)
+    random.Random(shuffle_seed).shuffle(shuffled)
+    return shuffled
+
+
+def positive_label(labels: Iterable[str]) -> str | None:
+    """The positive label of a two-label task (``spam`` if present), else ``None``.
+
+    >>> positive_label(["ham", "spam"]), positive_label(["neg", "pos"]), positive_label(["a", "b", "c"])
+    ('spam', 'pos', None)
+    """
+    names = sorted(set(labels))
+    if len(names) != 2:
+        return None
+    for name in POSITIVE_NAMES:
+        if name in names:
+            return name
+    return names[1]
+
+
+# ---------------------------------------------------------------- progress
+class Progress:
+    """A one-line progress bar on stderr (only when enabled, e.g. stderr is a terminal).
+
+    >>> bar = Progress(10, "demo", enabled=False); bar.update(5); bar.close()
+    """
+
+    def __init__(self, total: int, label: str, enabled: bool | None = None, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.total, self.label = max(int(total), 1), label
+        self.done, self.started, self.drawn = 0, time.perf_counter(), 0.0
+
+    def update(self, count: int = 1) -> None:
+        self.done += count
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if now - self.drawn < 0.2 and self.done < self.total:
+            return
+        self.drawn = now
+        share = min(self.done / self.total, 1.0)
+        filled = int(share * 30)
+        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (30 - filled)}] {share:6.1%} "
+                          f"{self.done}/{self.total} {now - self.started:6.1f}s")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# ---------------------------------------------------------------- scoring
+@dataclass
+class Outcomes:
+    """Per scored document: truth, output and the probabilities the measures need."""
+
+    true_sets: list[frozenset] = field(default_factory=list)
+    predicted_sets: list[frozenset] = field(default_factory=list)
+    p_true: list[float] = field(default_factory=list)  # posterior of the true class (NaN: undefined)
+    p_positive: list[float] = field(default_factory=list)  # posterior of the positive label (two-label data)
+    ts: list[float | None] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.true_sets)
+
+    @property
+    def correct(self) -> list[bool]:
+        return [t == p for t, p in zip(self.true_sets, self.predicted_sets)]
+
+
+class Scorer:
+    """Turns a model's posteriors into outputs for one labelling scheme.
+
+    ``multilabel`` is the model's mode; ``threshold`` applies to per-label
+    output on multi-label data (``None``: single-label data, arg-max output).
+    """
+
+    def __init__(self, multilabel: str, threshold: float | None, positive: str | None) -> None:
+        self.multilabel, self.threshold, self.positive = multilabel, threshold, positive
+
+    def true_class(self, labels: tuple[str, ...]):
+        if self.multilabel == "powerset":
+            return tuple(sorted(labels))
+        if len(labels) == 1:
+            return labels[0]
+        return None  # per-label output of a multi-label document: no single true class
+
+    def score(self, model, documents: Sequence, docs: Sequence[LabelledDoc], outcomes: Outcomes) -> None:
+        classes, log_post = model.predict_log_proba_many(documents)
+        post = np.exp(log_post)
+        column = {c: i for i, c in enumerate(classes)}
+        best = np.argmax(log_post, axis=1)  # ties: the first (lowest class id), as predict_one
+        positive_col = column.get(self.positive) if self.positive is not None else None
+        for row, doc, top in zip(post, docs, best.tolist()):
+            if self.multilabel == "powerset":
+                predicted = frozenset(classes[top])
+            elif self.threshold is None:
+                predicted = frozenset([classes[top]])
+            else:
+                chosen = [classes[i] for i in np.flatnonzero(row >= self.threshold).tolist()]
+                predicted = frozenset(chosen or [classes[top]])
+            truth = self.true_class(doc.labels)
+            outcomes.true_sets.append(frozenset(doc.labels))
+            outcomes.predicted_sets.append(predicted)
+            if truth is None:
+                outcomes.p_true.append(math.nan)
+            else:
+                outcomes.p_true.append(float(row[column[truth]]) if truth in column else 0.0)
+            if self.positive is not None:
+                outcomes.p_positive.append(float(row[positive_col]) if positive_col is not None else 0.0)
+            outcomes.ts.append(doc.ts)
+
+
+def measures(outcomes: Outcomes, positive: str | None) -> dict[str, Any]:
+    """The report's measures from per-document outcomes (``None`` where one does not apply)."""
+    p_true = np.array(outcomes.p_true, dtype=np.float64)
+    log_loss = None
+    if len(p_true) and not np.isnan(p_true).any():
+        log_loss = metrics.mean_log_loss(p_true)
+    auc = None
+    if positive is not None and len(outcomes):
+        auc = metrics.roc_auc([positive in t for t in outcomes.true_sets], outcomes.p_positive)
+    return {
+        "accuracy": metrics.accuracy(outcomes.true_sets, outcomes.predicted_sets),
+        "micro_f1": metrics.micro_f1(outcomes.true_sets, outcomes.predicted_sets),
+        "macro_f1": metrics.macro_f1(outcomes.true_sets, outcomes.predicted_sets),
+        "log_loss": log_loss,
+        "roc_auc": auc,
+        "one_minus_roca_pct": metrics.one_minus_roca_pct(auc),
+    }
+
+
+def objective_value(report: Mapping[str, Any], objective: str) -> float:
+    """The number a search maximizes, read from a report (``neg_log_loss`` = minus log loss)."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    if objective == "neg_log_loss":
+        value = report.get("log_loss")
+        return -math.inf if value is None else -float(value)
+    value = report.get(objective)
+    return -math.inf if value is None else float(value)
+
+
+# ---------------------------------------------------------------- protocols
+@dataclass
+class EvalSetup:
+    """How a configuration is applied to a dataset (everything but the model numbers)."""
+
+    mode: str = "split"
+    delay: int = 0
+    shuffle_seed: int | None = None
+    test_fraction: float = 0.2
+    split_seed: int = 0
+    threshold: float | None = DEFAULT_THRESHOLD
+    window: str | int | None = None
+    positive: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.delay < 0:
+            raise ValueError("delay must be a non-negative number of documents")
+
+
+def prepare_config(config: Mapping[str, Any], docs: Sequence[LabelledDoc]) -> dict[str, Any]:
+    """``config`` completed for this data: multi-label data defaults to powerset mode."""
+    out = dict(config)
+    if is_multilabel(docs) and "multilabel" not in out:
+        out["multilabel"] = "powerset"
+    return out
+
+
+def tokenized(docs: Sequence[LabelledDoc], config: Mapping[str, Any]) -> list[dict[str, int]]:
+    """The documents as term counts with the configuration's tokenizer (tokenize once, fit many)."""
+    tokenizer = Tokenizer.from_dict(config["tokenizer"]) if config.get("tokenizer") else Tokenizer()
+    return [tokenizer(d.text) for d in docs]
+
+
+def _scorer(model, docs: Sequence[LabelledDoc], setup: EvalSetup) -> tuple[Scorer, str | None]:
+    all_labels = {label for d in docs for label in d.labels}
+    positive = setup.positive if setup.positive is not None else positive_label(all_labels)
+    if positive is not None and positive not in all_labels:
+        raise ValueError(f"positive label {positive!r} does not occur in the data")
+    multi = is_multilabel(docs)
+    if positive is not None and multi:
+        positive = None
+    threshold = setup.threshold if (multi and model.multilabel == "per_label") else None
+    return Scorer(model.multilabel, threshold, positive), positive
+
+
+def evaluate_split(config: Mapping[str, Any], train: Sequence[LabelledDoc], test: Sequence[LabelledDoc],
+                   setup: EvalSetup | None = None, documents: tuple[Sequence, Sequence] | None = None,
+                   progress: bool | None = False, keep_outcomes: bool = False) -> dict[str, Any]:
+    """Learn ``train`` in one batch, score ``test``; the report dict (see ``sgm eval --json``).
+
+    ``documents`` optionally replaces the texts of ``(train, test)`` (e.g. pre-tokenized counts).
+
+    >>> train = [LabelledDoc(str(i), t, (l,), None, "train") for i, (t, l) in
+    ...          enumerate([("good fun", "pos"), ("bad dull", "neg"), ("fun great", "pos"), ("dull boring", "neg")])]
+    >>> test = [LabelledDoc("t1", "great fun", ("pos",), None, "test"), LabelledDoc("t2", "boring", ("neg",), None, "test")]
+    >>> report = evaluate_split({"model": "u_jm", "params": {"beta": 0.5}}, train, test)
+    >>> report["accuracy"], report["docs"], round(report["roc_auc"], 3)
+    (1.0, 2, 1.0)
+    """
+    setup = setup or EvalSetup()
+    train, test = labelled(train), labelled(test)
+    if not train or not test:
+        raise ValueError("split evaluation needs labelled train and test documents")
+    config = prepare_config(config, list(train) + list(test))
+    model = build_model(config)
+    scorer, positive = _scorer(model, list(train) + list(test), setup)
+    train_docs, test_docs = documents if documents is not None else ([d.text for d in train], [d.text for d in test])
+
+    started = time.perf_counter()
+    model.learn_many(train_docs, [d.labels for d in train], ts=[d.ts for d in train], ids=[d.id for d in train])
+    learn_seconds = time.perf_counter() - started
+
+    outcomes = Outcomes()
+    bar = Progress(len(test), "score", enabled=progress)
+    started = time.perf_counter()
+    for start in range(0, len(test), SCORE_BATCH):
+        scorer.score(model, test_docs[start : start + SCORE_BATCH], test[start : start + SCORE_BATCH], outcomes)
+        bar.update(min(SCORE_BATCH, len(test) - start))
+    score_seconds = time.perf_counter() - started
+    bar.close()
+
+    report = measures(outcomes, positive)
+    report.update({
+        "mode": "split",
+        "docs": len(outcomes),
+        "train_docs": len(train),
+        "test_docs": len(test),
+        "learn_docs_per_s": _rate(len(train), learn_seconds),
+        "score_docs_per_s": _rate(len(test), score_seconds),
+        "positive_label": positive,
+        "multilabel": model.multilabel,
+        "threshold": scorer.threshold,
+        "config": model_config(model),
+    })
+    if keep_outcomes:
+        report["_outcomes"] = outcomes
+    return report
+
+
+def evaluate_prequential(config: Mapping[str, Any], stream: Sequence[LabelledDoc], setup: EvalSetup | None = None,
+                         documents: Sequence | None = None, progress: bool | None = False,
+                         keep_outcomes: bool = False) -> dict[str, Any]:
+    """Test-then-train over ``stream`` in the given order; the report dict.
+
+    Documents arriving before the model has learned anything are not scored
+    (``unscored``). With ``setup.delay = N`` the label of a document is learned
+    after the next ``N`` documents have been scored.
+
+    >>> stream = [LabelledDoc(str(i), t, (l,), float(i), None) for i, (t, l) in
+    ...           enumerate([("win cash", "spam"), ("lunch today", "ham"), ("cash prize", "spam"),
+    ...                       ("lunch menu", "ham"), ("win prize", "spam")])]
+    >>> report = evaluate_prequential({"model": "u_jm", "params": {"beta": 0.5}}, stream)
+    >>> report["docs"], report["unscored"], report["accuracy"]
+    (4, 1, 0.75)
+    """
+    setup = setup or EvalSetup(mode="prequential")
+    indices = [i for i, d in enumerate(stream) if d.labels]
+    stream = [stream[i] for i in indices]
+    if documents is None:
+        documents = [d.text for d in stream]
+    else:
+        documents = [documents[i] for i in indices]
+    if not stream:
+        raise ValueError("prequential evaluation needs labelled documents")
+    config = prepare_config(config, stream)
+    model = build_model(config)
+    scorer, positive = _scorer(model, stream, setup)
+
+    outcomes = Outcomes()
+    pending: deque[int] = deque()
+    learn_seconds = score_seconds = 0.0
+    learned = unscored = 0
+    bar = Progress(len(stream), "prequential", enabled=progress)
+    for index, doc in enumerate(stream):
+        if len(model):
+            started = time.perf_counter()
+            scorer.score(model, [documents[index]], [doc], outcomes)
+            score_seconds += time.perf_counter() - started
+        else:
+            unscored += 1
+        pending.append(index)
+        while len(pending) > setup.delay:
+            ready = pending.popleft()
+            started = time.perf_counter()
+            model.learn_one(documents[ready], stream[ready].labels, ts=stream[ready].ts, id=stream[ready].id)
+            learn_seconds += time.perf_counter() - started
+            learned += 1
+        bar.update()
+    bar.close()
+
+    report = measures(outcomes, positive)
+    report.update({
+        "mode": "prequential",
+        "docs": len(outcomes),
+        "unscored": unscored,
+        "delay": setup.delay,
+        "order": "ts" if setup.shuffle_seed is None else f"shuffled(seed={setup.shuffle_seed})",
+        "learn_docs_per_s": _rate(learned, learn_seconds),
+        "score_docs_per_s": _rate(len(outcomes), score_seconds),
+        "positive_label": positive,
+        "multilabel": model.multilabel,
+        "threshold": scorer.threshold,
+        "windows": stream_windows(outcomes, setup.window),
+        "config": model_config(model),
+    })
+    if keep_outcomes:
+        report["_outcomes"] = outcomes
+    return report
+
+
+def evaluate(config: Mapping[str, Any], docs: Sequence[LabelledDoc], setup: EvalSetup, progress: bool | None = False,
+             keep_outcomes: bool = False) -> dict[str, Any]:
+    """Evaluate ``config`` on a whole dataset with ``setup`` (its mode, order and split)."""
+    if setup.mode == "split":
+        train, test = train_test(docs, setup.test_fraction, setup.split_seed)
+        report = evaluate_split(config, train, test, setup, progress=progress, keep_outcomes=keep_outcomes)
+        report["split"] = "standard" if has_standard_split(docs) else \
+            f"random(test_fraction={setup.test_fraction}, seed={setup.split_seed})"
+    else:
+        report = evaluate_prequential(config, stream_order(docs, setup.shuffle_seed), setup, progress=progress,
+                                      keep_outcomes=keep_outcomes)
+    report["dropped_unlabelled"] = sum(1 for d in docs if not d.labels)
+    return report
+
+
+def _rate(count: int, seconds: float) -> float | None:
+    return round(count / seconds, 1) if seconds > 0 and count else None
+
+
+# ---------------------------------------------------------------- windows
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_window(text: str | int | None) -> tuple[str, float] | None:
+    """``"500"`` -> 500 documents; ``"7d"`` / ``"12h"`` -> seconds of event time.
+
+    >>> parse_window("500"), parse_window("7d"), parse_window(None)
+    (('docs', 500.0), ('seconds', 604800.0), None)
+    """
+    if text is None:
+        return None
+    raw = str(text).strip().lower()
+    if raw and raw[-1] in _UNITS:
+        return "seconds", float(raw[:-1]) * _UNITS[raw[-1]]
+    return "docs", float(int(raw))
+
+
+def stream_windows(outcomes: Outcomes, window: str | int | None = None) -> list[dict[str, Any]]:
+    """Accuracy per window of the stream (default: 20 windows of equal document count),
+    each with its event-time range (ISO, UTC) where the documents have timestamps."""
+    n = len(outcomes)
+    if not n:
+        return []
+    parsed = parse_window(window) or ("docs", float(max(1, math.ceil(n / 20))))
+    correct = outcomes.correct
+    if parsed[0] == "seconds" and all(t is not None for t in outcomes.ts):
+        return [{**w, "ts_start": _iso(w["ts_start"]), "ts_end": _iso(w["ts_end"])}
+                for w in metrics.time_window_accuracy(correct, outcomes.ts, parsed[1])]
+    size = int(parsed[1]) if parsed[0] == "docs" else max(1, math.ceil(n / 20))
+    out = []
+    for w in metrics.windowed_accuracy(correct, size):
+        times = [t for t in outcomes.ts[w["start"] : w["end"]] if t is not None]
+        out.append({**w, "ts_start": _iso(min(times)) if times else None, "ts_end": _iso(max(times)) if times else None})
+    return out
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+# ---------------------------------------------------------------- plots
+def plot_report(report: Mapping[str, Any], outcomes: Outcomes, path: str | os.PathLike, title: str = "") -> None:
+    """Accuracy over the stream (cumulative and per window) and, for two labels, the ROC curve."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    two_labels = report.get("roc_auc") is not None
+    fig, axes = plt.subplots(1, 2 if two_labels else 1, figsize=(11 if two_labels else 7, 4.2), squeeze=False)
+    ax = axes[0][0]
+    correct = np.array(outcomes.correct, dtype=np.float64)
+    if len(correct):
+        position = np.arange(1, len(correct) + 1)
+        ax.plot(position, np.cumsum(correct) / position, label="cumulative accuracy", color="tab:blue")
+        windows = report.get("windows") or metrics.windowed_accuracy(correct, max(1, math.ceil(len(correct) / 20)))
+        if windows and "start" in windows[0]:
+            centres = [(w["start"] + w["end"]) / 2 for w in windows]
+            ax.plot(centres, [w["accuracy"] for w in windows], "o-", label="accuracy per window", color="tab:orange")
+    ax.set_xlabel("documents scored (stream order)" if report.get("mode") == "prequential" else "test documents")
+    ax.set_ylabel("accuracy")
+    ax.set_title(f"{title} {report.get('mode', '')}: accuracy {report.get('accuracy') or 0:.4f}".strip())
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    if two_labels:
+        is_positive = [report["positive_label"] in t for t in outcomes.true_sets]
+        fpr, tpr = metrics.roc_curve(is_positive, outcomes.p_positive)
+        roc = axes[0][1]
+        roc.plot(fpr, tpr, color="tab:green")
+        roc.plot([0, 1], [0, 1], ":", color="grey")
+        roc.set_xscale("symlog", linthresh=0.01)
+        roc.set_xlabel("false positive rate")
+        roc.set_ylabel("true positive rate")
+        roc.set_title(f"ROC ({report['positive_label']}): AUC {report['roc_auc']:.5f}, "
+                      f"1-ROCA% {report['one_minus_roca_pct']:.3f}")
+        roc.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- tuning
+@dataclass
+class DevTask:
+    """A development task: the configuration minus the searched numbers, and the dev data.
+
+    Split mode holds one or more folds ``(dev_train, dev_test, (train_docs, test_docs))``;
+    with several folds the objective is measured on the pooled outcomes of all folds
+    (cross-validation over the training side). Prequential mode holds one dev stream.
+    """
+
+    base_config: dict[str, Any]
+    setup: EvalSetup
+    objective: str
+    folds: list[tuple[list, list, tuple]] = field(default_factory=list)
+    dev_stream: list[LabelledDoc] = field(default_factory=list)
+    stream_documents: list = field(default_factory=list)
+
+    @property
+    def dev_train(self) -> list[LabelledDoc]:
+        return self.folds[0][0] if self.folds else []
+
+    @property
+    def dev_test(self) -> list[LabelledDoc]:
+        return self.folds[0][1] if self.folds else []
+
+    def config_for(self, point: Mapping[str, float]) -> dict[str, Any]:
+        config = dict(self.base_config)
+        config["params"] = {**dict(config.get("params") or {}), **point}
+        return config
+
+    def run(self, point: Mapping[str, float]) -> dict[str, Any]:
+        config = self.config_for(point)
+        if self.setup.mode == "prequential":
+            return evaluate_prequential(config, self.dev_stream, self.setup, documents=self.stream_documents)
+        if len(self.folds) == 1:
+            train, test, documents = self.folds[0]
+            return evaluate_split(config, train, test, self.setup, documents=documents)
+        pooled, positive = Outcomes(), None
+        for train, test, documents in self.folds:
+            report = evaluate_split(config, train, test, self.setup, documents=documents, keep_outcomes=True)
+            part: Outcomes = report.pop("_outcomes")
+            positive = report["positive_label"]
+            for name in ("true_sets", "predicted_sets", "p_true", "p_positive", "ts"):
+                getattr(pooled, name).extend(getattr(part, name))
+        return {**measures(pooled, positive), "docs": len(pooled), "folds": len(self.folds)}
+
+    def __call__(self, point: Mapping[str, float]) -> float:
+        return objective_value(self.run(point), self.objective)
+
+
+def development_task(docs: Sequence[LabelledDoc], base_config: Mapping[str, Any], setup: EvalSetup,
+                     objective: str | None = None, dev_fraction: float = 0.25, dev_seed: int = 0,
+                     dev_folds: int = 1) -> DevTask:
+    """The development data of ``docs``, carved from the training data only.
+
+    Split mode: the training part (standard ``train`` documents, or the
+    training side of the seeded split) is partitioned at random (seed
+    ``dev_seed``) into dev-train and a dev-test share of ``dev_fraction``;
+    with ``dev_folds = K > 1`` instead into K folds, each the dev-test set of
+    one fit (K-fold cross-validation). The test documents are never touched.
+    Prequential mode: the first ``dev_fraction`` of the stream (in evaluation order).
+    """
+    config = prepare_config(base_config, docs)
+    if objective is None:
+        objective = "micro_f1" if is_multilabel(docs) else "accuracy"
+    if dev_folds < 1:
+        raise ValueError("dev_folds must be at least 1")
+    task = DevTask(config, setup, objective)
+    if setup.mode == "split":
+        train, _ = train_test(docs, setup.test_fraction, setup.split_seed)
+        train = labelled(train)
+        counts = tokenized(train, config)
+        if dev_folds == 1:
+            parts = [random_partition(list(range(len(train))), dev_fraction, dev_seed)]
+        else:
+            parts = cross_validation_folds(len(train), dev_folds, dev_seed)
+        for fit_index, held_index in parts:
+            task.folds.append(([train[i] for i in fit_index], [train[i] for i in held_index],
+                               ([counts[i] for i in fit_index], [counts[i] for i in held_index])))
+    else:
+        stream = labelled(stream_order(docs, setup.shuffle_seed))
+        task.dev_stream = stream[: max(2, round(len(stream) * dev_fraction))]
+        task.stream_documents = tokenized(task.dev_stream, config)
+    return task
+
+
+def cross_validation_folds(n: int, folds: int, seed: int) -> list[tuple[list[int], list[int]]]:
+    """``folds`` seeded ``(fit, held-out)`` index partitions of ``range(n)``, each index held out once.
+
+    >>> [held for _, held in cross_validation_folds(6, 3, seed=0)]
+    [[0, 4], [2, 5], [1, 3]]
+    """
+    if not 2 <= folds <= n:
+        raise ValueError(f"need 2 <= folds <= {n}")
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    out = []
+    for k in range(folds):
+        held = set(order[k::folds])
+        out.append(([i for i in range(n) if i not in held], [i for i in range(n) if i in held]))
+    return out
+
+
+# The task a worker process evaluates: set in the parent before the pool forks, so each worker
+# inherits the (tokenized) dev data once instead of receiving it with every point. Each point
+# builds and fits its own model inside the worker: no model state is shared between processes.
+_WORKER_TASK: DevTask | None = None
+
+
+def _worker_objective(point: dict[str, float]) -> float:
+    assert _WORKER_TASK is not None
+    return _WORKER_TASK(point)
+
+
+def parallel_map(task: DevTask, workers: int) -> tuple[Callable, Callable[[], None]]:
+    """``(map_fn, close)`` evaluating points of ``task`` in ``workers`` forked processes
+    (in-process when ``workers <= 1`` or fork is unavailable)."""
+    import multiprocessing
+
+    global _WORKER_TASK
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return (lambda fn, points: [task(p) for p in points]), (lambda: None)
+    _WORKER_TASK = task
+    pool = multiprocessing.get_context("fork").Pool(workers)
+
+    def map_fn(_fn, points):
+        return pool.map(_worker_objective, points, chunksize=1)
+
+    def close() -> None:
+        global _WORKER_TASK
+        pool.close()
+        pool.join()
+        _WORKER_TASK = None
+
+    return map_fn, close

@@ -1,0 +1,203 @@
+"""``sgm eval`` and ``sgm tune`` end to end: on tiny generated JSON Lines files, and on r8 when present."""
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from consumers.cli import main
+
+REPORT_KEYS = {"accuracy", "micro_f1", "macro_f1", "log_loss", "roc_auc", "one_minus_roca_pct", "docs",
+               "learn_docs_per_s", "score_docs_per_s", "config"}
+
+TOPIC_WORDS = {
+    "spam": "cheap pills winner prize free cash offer click viagra loan".split(),
+    "ham": "meeting agenda report project lunch monday schedule review notes team".split(),
+    "sport": "match goal team score league coach season player win cup".split(),
+}
+COMMON = "the a of and to in is for on with".split()
+
+
+def make_docs(labels, n, seed, split=None, start_ts=1_000_000_000, multilabel=False):
+    rng = random.Random(seed)
+    docs = []
+    for i in range(n):
+        label = rng.choice(labels)
+        doc_labels = [label]
+        if multilabel and rng.random() < 0.3:
+            doc_labels = sorted({label, rng.choice(labels)})
+        words = [rng.choice(TOPIC_WORDS[lab]) for lab in doc_labels for _ in range(rng.randint(3, 6))]
+        words += [rng.choice(COMMON) for _ in range(rng.randint(2, 8))]
+        if rng.random() < 0.1:  # some noise
+            words.append(rng.choice(TOPIC_WORDS[rng.choice(labels)]))
+        rng.shuffle(words)
+        docs.append({"id": f"d{i}", "text": " ".join(words), "labels": doc_labels,
+                     "ts": start_ts + 3600 * i if split is None else None,
+                     "split": split(i) if callable(split) else split})
+    return docs
+
+
+def write_jsonl(path: Path, docs, compress=False) -> Path:
+    text = "\n".join(json.dumps(d) for d in docs) + "\n"
+    if compress:
+        with gzip.open(path, "wt", encoding="utf-8") as out:
+            out.write(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def three_class_split(tmp_path):
+    docs = make_docs(["spam", "ham", "sport"], 240, seed=1, split=lambda i: "train" if i < 180 else "test")
+    return write_jsonl(tmp_path / "topics.jsonl.gz", docs, compress=True)
+
+
+@pytest.fixture()
+def spam_stream(tmp_path):
+    docs = make_docs(["spam", "ham"], 300, seed=2)
+    docs.append({"id": "empty", "text": "", "labels": ["ham"], "ts": docs[-1]["ts"] + 1, "split": None})
+    return write_jsonl(tmp_path / "stream.jsonl", docs)
+
+
+def test_eval_split_json_fields(three_class_split, tmp_path, capsys):
+    out = tmp_path / "report.json"
+    code = main(["eval", "--data", str(three_class_split), "--model", "uc_pd_dp_ps", "--param", "mu=10",
+                 "--param", "delta=0.5", "--json", str(out)])
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert REPORT_KEYS <= set(report)
+    assert report["mode"] == "split" and report["docs"] == 60 and report["train_docs"] == 180
+    assert report["accuracy"] > 0.9 and report["micro_f1"] == pytest.approx(report["accuracy"])
+    assert 0 < report["macro_f1"] <= 1 and report["log_loss"] > 0
+    assert report["roc_auc"] is None and report["one_minus_roca_pct"] is None  # three labels
+    assert report["config"]["model"] == "mnb_uc_pd_dp_ps" and report["config"]["params"]["mu"] == 10.0
+    assert report["learn_docs_per_s"] > 0 and report["score_docs_per_s"] > 0
+    assert "accuracy=" in capsys.readouterr().out
+
+
+def test_eval_prequential_two_labels_delay_and_plot(spam_stream, tmp_path):
+    out, plot = tmp_path / "report.json", tmp_path / "plot.png"
+    code = main(["eval", "--data", str(spam_stream), "--model", "uc_jm", "--delay", "5", "--window", "50",
+                 "--json", str(out), "--plot", str(plot)])
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert REPORT_KEYS <= set(report)
+    assert report["mode"] == "prequential"  # no split: the default
+    assert report["unscored"] == 6 and report["docs"] == 301 - 6  # the first 5 + 1 come before any label
+    assert report["positive_label"] == "spam"
+    assert 0.9 < report["roc_auc"] <= 1.0
+    assert report["one_minus_roca_pct"] == pytest.approx(100 * (1 - report["roc_auc"]))
+    windows = report["windows"]
+    assert [w["docs"] for w in windows] == [50] * 5 + [45]
+    assert windows[0]["ts_start"].startswith("2001-09-09")
+    assert plot.stat().st_size > 10_000
+
+
+def test_eval_time_windows_and_stdout_json(spam_stream, capsys):
+    assert main(["eval", "--data", str(spam_stream), "--model", "u_jm", "--window", "1d", "--json", "-"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert sum(w["docs"] for w in report["windows"]) == report["docs"]
+    assert all(w["ts_end"] > w["ts_start"] for w in report["windows"])
+
+
+def test_eval_multilabel_powerset_and_per_label(tmp_path):
+    docs = make_docs(["spam", "ham", "sport"], 300, seed=3, split=lambda i: "train" if i < 220 else "test",
+                     multilabel=True)
+    docs.append({"id": "nolabel", "text": "cheap", "labels": [], "ts": None, "split": "test"})
+    data = write_jsonl(tmp_path / "multi.jsonl", docs)
+    powerset, per_label = tmp_path / "p.json", tmp_path / "l.json"
+    assert main(["eval", "--data", str(data), "--model", "u_jm", "--json", str(powerset)]) == 0
+    assert main(["eval", "--data", str(data), "--model", "u_jm", "--multilabel", "per_label", "--threshold", "0.25",
+                 "--json", str(per_label)]) == 0
+    p, lab = json.loads(powerset.read_text()), json.loads(per_label.read_text())
+    assert p["multilabel"] == "powerset" and p["dropped_unlabelled"] == 1 and p["docs"] == 80
+    assert p["micro_f1"] > 0.8 and p["log_loss"] is not None
+    assert lab["multilabel"] == "per_label" and lab["threshold"] == 0.25 and lab["log_loss"] is None
+    assert lab["micro_f1"] > 0.8
+
+
+def test_eval_rejects_bad_input(three_class_split, capsys):
+    assert main(["eval", "--data", str(three_class_split), "--model", "u_jm", "--param", "mu=3"]) == 2
+    assert "not used by" in capsys.readouterr().err
+    assert main(["eval", "--data", "no-such-file.jsonl", "--model", "u_jm"]) == 2
+    assert main(["eval", "--data", str(three_class_split)]) == 2  # neither --model nor --config
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_tune_writes_a_config_that_eval_accepts(three_class_split, tmp_path, capsys, workers):
+    config, search = tmp_path / "best.json", tmp_path / "search.json"
+    code = main(["tune", "--data", str(three_class_split), "--model", "uc_pd_dp_ps", "--params", "mu,delta,theta",
+                 "--param", "ups=0.5", "--iters", "3", "--points", "4", "--workers", str(workers),
+                 "--out", str(config), "--json", str(search)])
+    assert code == 0
+    best = json.loads(config.read_text())
+    assert best["model"] == "mnb_uc_pd_dp_ps" and best["params"]["ups"] == 0.5
+    summary = json.loads(search.read_text())
+    assert summary["dev_tuned"] >= summary["dev_default"]
+    assert summary["dev"]["train_docs"] + summary["dev"]["test_docs"] == 180  # carved from train only
+    assert summary["evaluations"] == 1 + 3 * 4 and len(summary["trials"]) == 13
+    assert summary["test_tuned"]["docs"] == 60
+    assert "dev accuracy: default" in capsys.readouterr().out
+    report = tmp_path / "eval.json"
+    assert main(["eval", "--data", str(three_class_split), "--config", str(config), "--json", str(report)]) == 0
+    assert json.loads(report.read_text())["config"]["params"] == best["params"]
+
+
+def test_tune_is_deterministic_and_prequential(spam_stream, tmp_path):
+    outs = []
+    for name in ("a", "b"):
+        out = tmp_path / f"{name}.json"
+        assert main(["tune", "--data", str(spam_stream), "--model", "uc_jm", "--iters", "2", "--points", "3",
+                     "--workers", "1", "--seed", "5", "--no-test", "--out", str(out), "--json", str(out) + ".s"]) == 0
+        outs.append(out.read_text())
+    assert outs[0] == outs[1]
+    summary = json.loads((tmp_path / "a.json.s").read_text())
+    assert summary["mode"] == "prequential" and summary["dev"]["stream_docs"] == round(301 * 0.25)
+
+
+def test_tune_rejects_parameters_the_spec_does_not_read(three_class_split, tmp_path, capsys):
+    assert main(["tune", "--data", str(three_class_split), "--model", "u_jm", "--params", "mu",
+                 "--out", str(tmp_path / "x.json")]) == 2
+    assert "does not read" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- real data
+def test_eval_and_tune_on_r8(data_dir, tmp_path):
+    r8 = data_dir / "r8.jsonl.gz"
+    if not r8.is_file():
+        pytest.skip("r8 not present")
+    out = tmp_path / "r8.json"
+    assert main(["eval", "--data", str(r8), "--model", "u_jm", "--param", "beta=0.5", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["docs"] == 2189 and report["train_docs"] == 5485
+    assert report["accuracy"] > 0.95  # plain Jelinek-Mercer MNB on r8 is about 0.96
+    config, search = tmp_path / "r8-best.json", tmp_path / "r8-search.json"
+    assert main(["tune", "--data", str(r8), "--model", "uc_pd_dp_tXiX_ps", "--iters", "2", "--points", "4",
+                 "--out", str(config), "--json", str(search), "--no-test"]) == 0
+    summary = json.loads(search.read_text())
+    assert summary["dev_tuned"] > summary["dev_default"]  # the defaults (mu=100, theta=1) are poor with TF-IDF
+
+
+# ---------------------------------------------------------------- peers
+def test_peers_on_the_same_split_and_stream(three_class_split, spam_stream):
+    from bench import peers
+    from consumers.evaluation import EvalSetup, load_examples
+
+    docs = load_examples(three_class_split)
+    rows = peers.run_split(docs, EvalSetup(), ["sklearn_mnb", "linear_svc", "river_mnb"])
+    by_name = {r["peer"]: r for r in rows}
+    assert by_name["sklearn_mnb"]["docs"] == 60 and by_name["sklearn_mnb"]["accuracy"] > 0.9
+    assert [s["setting"]["alpha"] for s in by_name["sklearn_mnb"]["test_by_setting"]] == [1.0, 0.1, 0.01]
+    assert by_name["linear_svc"]["log_loss"] is None  # no probabilities
+    assert by_name["river_mnb"]["setting"]["alpha"] in peers.NB_ALPHAS
+
+    stream = load_examples(spam_stream)
+    online = ["river_mnb", "vw_logistic_bigrams"] if peers.vw_available() else ["river_mnb"]
+    rows = peers.run_prequential(stream, EvalSetup(mode="prequential", delay=3), online)
+    for row in rows:
+        assert row["docs"] + row["unscored"] == 301 and row["unscored"] == 4
+        assert row["roc_auc"] > 0.9
