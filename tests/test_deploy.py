@@ -202,7 +202,7 @@ def test_every_alert_rule_names_exported_metrics_and_labels(exported):
     assert not problems, "\n".join(problems)
 
 
-def test_dashboard_json_is_a_provisionable_grafana_dashboard():
+def test_dashboard_json_is_a_provisionable_grafana_dashboard(exported):
     dashboard = json.loads(DASHBOARD.read_text())
     datasource = yaml.safe_load((DEPLOY / "grafana/provisioning/datasources/prometheus.yml").read_text())["datasources"][0]
     assert dashboard["uid"] and dashboard["title"] and isinstance(dashboard["schemaVersion"], int)
@@ -222,6 +222,10 @@ def test_dashboard_json_is_a_provisionable_grafana_dashboard():
     cells = Counter((x, y) for p in dashboard["panels"] for x in range(p["gridPos"]["x"], p["gridPos"]["x"] + p["gridPos"]["w"])
                     for y in range(p["gridPos"]["y"], p["gridPos"]["y"] + p["gridPos"]["h"]))
     assert max(cells.values()) == 1, "overlapping panels"
+    for variable in dashboard["templating"]["list"]:  # label_values(<selector>, <label>) of a metric we export
+        selector, label = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", variable["query"]).groups()
+        (metric, _), = parse_promql(selector)[0]
+        assert metric in exported and label in TARGET_LABELS | exported[metric], variable["name"]
     variables = {v["name"] for v in dashboard["templating"]["list"]}
     used_variables = {v for _, expr in dashboard_expressions() for v in re.findall(r"\$(\w+)", expr)} - {"__rate_interval"}
     assert used_variables <= variables
