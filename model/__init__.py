@@ -15,4 +15,4 @@ from .spec import ModelSpec, SpecError, parse_spec
 from .tdm import TDM
 from .text import Tokenizer
 
-__all__ = ["MNB", "build_model", "model_config", "GenerativeTextModel", "LearnGuardError", "ModelSpec", "SpecError", "Tokenizer", "parse_spec"]
+__all__ = ["MNB", "TDM", "build_model", "model_config", "GenerativeTextModel", "LearnGuardError", "ModelSpec", "SpecError", "Tokenizer", "parse_spec"]

@@ -57,6 +57,8 @@ class GenerativeTextModel:
     """Shared learning, bookkeeping and prediction API (see module docstring)."""
 
     family = "mnb"
+    #: The count-state class a family keeps (TDM adds document nodes to it).
+    state_class: type[CountState] = CountState
 
     def __init__(self, spec: str = "uc_pd_jm_dp", *, multilabel: str = "per_label",
                  tokenizer: Tokenizer | None = None, half_life: float | None = None,
@@ -75,8 +77,8 @@ class GenerativeTextModel:
         self.params: dict[str, Any] = resolve_params(parsed, params)
         self.multilabel = multilabel
         self.tokenizer = tokenizer or Tokenizer()
-        self.state = CountState(check_half_life(half_life), prune_below=prune_below,
-                                max_documents=None if max_documents is None else int(max_documents))
+        self.state = self.state_class(check_half_life(half_life), prune_below=prune_below,
+                                      max_documents=None if max_documents is None else int(max_documents))
         self._names: tuple | None = None
         self._init_caches()
 
@@ -144,6 +146,11 @@ class GenerativeTextModel:
         canonical = json.dumps(sorted(zip(terms, raw.tolist())), separators=(",", ":"), ensure_ascii=False)
         return "anon:" + hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).hexdigest()
 
+    def _learns_with_idf(self) -> bool:
+        """Training weights depend on the IDF of earlier documents (learn-time TF-IDF)."""
+        kind = self.spec.weighting
+        return kind is not None and not kind.startswith("qidf")
+
     def _training_weigher(self):
         kind = self.spec.weighting
         if kind is None or kind.startswith("qidf"):
@@ -191,7 +198,7 @@ class GenerativeTextModel:
         id_list = [None] * len(docs) if ids is None else list(ids)
         if not (len(ts_list) == len(id_list) == len(docs)):
             raise ValueError("ts and ids must match docs in length")
-        if sequential and (self._training_weigher() is not None or self.state._track_expiry()):
+        if sequential and (self._learns_with_idf() or self.state._track_expiry()):
             # learn-time IDF and pruning depend on every earlier document: no batching
             return sum(self.learn_one(d, l, t, i) for d, l, t, i in zip(docs, labels, ts_list, id_list))
         changed = 0

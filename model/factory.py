@@ -22,8 +22,9 @@ from .base import GenerativeTextModel
 from .spec import SpecError, parse_spec
 from .text import Tokenizer
 
-#: Keys a configuration may hold besides "model" and "params".
-OPTION_KEYS = ("half_life", "multilabel", "tokenizer", "prune_below", "max_documents")
+#: Keys a configuration may hold besides "model" and "params" (kernel_* are TDM's).
+OPTION_KEYS = ("half_life", "multilabel", "tokenizer", "prune_below", "max_documents", "kernel_sum",
+               "kernel_bin_width")
 
 
 def model_class(spec: str) -> type[GenerativeTextModel]:
@@ -53,4 +54,4 @@ def build_model(config: Mapping[str, Any]) -> GenerativeTextModel:
 def model_config(model: GenerativeTextModel) -> dict[str, Any]:
     """The configuration dict of ``model`` (inverse of :func:`build_model`)."""
     cfg = model.config()
-    return {"model": cfg["spec"], "params": cfg["params"], **{k: cfg[k] for k in OPTION_KEYS}}
+    return {"model": cfg["spec"], "params": cfg["params"], **{k: cfg[k] for k in OPTION_KEYS if k in cfg}}

@@ -35,6 +35,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from .decay import REBASE_AFTER_HALF_LIVES, DecayClock
+from .kernels import compensated_add
 
 #: Weights below this (in true units) would underflow when rescaled; such documents expire.
 _UNDERFLOW = 1e-280
@@ -106,25 +107,15 @@ class CompensatedArray:
     def get(self, index=slice(None)) -> np.ndarray:
         return self.hi[index] + self.lo[index]
 
-    def add(self, index: np.ndarray, values, distinct: bool = True) -> None:
-        """Add ``values`` at ``index``; repeated indices are added in order (as one by one would)."""
-        values = np.broadcast_to(np.asarray(values, dtype=np.float64), np.shape(index))
-        if distinct or len(index) < 2:
+    def add(self, index, values, distinct: bool = True) -> None:
+        """Add ``values`` at ``index`` in order (repeated indices accumulate as one by one would)."""
+        if np.ndim(index) == 0:
             _two_sum_into(self.hi, self.lo, index, values)
             return
-        order = np.argsort(index, kind="stable")
-        ordered = index[order]
-        first = np.r_[True, ordered[1:] != ordered[:-1]]
-        starts = np.flatnonzero(first)
-        rank = np.empty(len(index), dtype=np.int64)
-        rank[order] = np.arange(len(index)) - np.repeat(starts, np.diff(np.r_[starts, len(index)]))
-        by_rank = np.argsort(rank, kind="stable")  # round r: the r-th occurrence of every index, in order
-        bounds = np.cumsum(np.bincount(rank))
-        at = 0
-        for end in bounds.tolist():
-            chosen = by_rank[at:end]
-            _two_sum_into(self.hi, self.lo, index[chosen], values[chosen])
-            at = end
+        index = np.asarray(index, dtype=np.int64)
+        if np.ndim(values) == 0:
+            values = np.full(len(index), values, dtype=np.float64)
+        compensated_add(self.hi, self.lo, index, np.asarray(values, dtype=np.float64))
 
     def zero(self, index) -> None:
         self.hi[index] = 0.0
@@ -575,8 +566,6 @@ class CountState:
             self.total_docs.add(factor)
             self.n_docs += 1
             for c in classes:
-                self.cls_docs.add(c, factor)
-                self.cls_refs[c] += 1
                 self.class_docs_total.add(factor)
                 pair_doc.append(index)
                 pair_class.append(c)
@@ -589,12 +578,16 @@ class CountState:
                 heapq.heappush(self._expiry, (factor, self.seq, doc_id))
             records[position] = record
             new_records.append(record)
+        pair_doc_array = np.array(pair_doc, dtype=np.int64)
+        pair_class_array = np.array(pair_class, dtype=np.int64)
+        self.cls_docs.add(pair_class_array, factor_of[pair_doc_array])  # in document order
+        np.add.at(self.cls_refs, pair_class_array, 1)
         # -- weigh (after counting the whole batch), then add the contributions
         weights = raw if weigh is None else weigh(terms, raw, lengths[owner])
         for record, begin, end in zip(new_records, begins, ends):
             record.weights = weights[begin:end]
-        self._add_contributions(terms, weights * term_factor, owner, lengths, begins,
-                                np.array(pair_doc, dtype=np.int64), np.array(pair_class, dtype=np.int64), single)
+        self._add_contributions(terms, weights * term_factor, owner, lengths, begins, pair_doc_array,
+                                pair_class_array, single)
         self.epoch += 1
         self._prune()
         return records
@@ -650,8 +643,8 @@ class CountState:
             scatter_add(self.ent_refs, index, 1, distinct_keys)
             self.term_mass.add(pair_terms, pair_contrib, distinct_terms)
         masses = doc_mass[pair_doc]
-        for c, mass in zip(pair_class.tolist(), masses.tolist()):  # in document order
-            self.cls_mass.add(c, mass)
+        self.cls_mass.add(pair_class, masses)  # in document order
+        for mass in masses.tolist():
             self.total_mass.add(mass)
 
     def remove_document(self, doc_id: str) -> DocRecord | None:

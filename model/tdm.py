@@ -590,6 +590,7 @@ class TDM(MNB):
     """
 
     family = "tdm"
+    state_class = DocumentNodeState
 
     def __init__(self, spec: str = "tdm_uc_jm_dp_kpd_kdp", *, kernel_sum: str = "exact",
                  kernel_bin_width: float = 0.05, prune_below: float | None = None,
@@ -615,8 +616,8 @@ class TDM(MNB):
         super()._init_caches()
         state = self.state
         if not isinstance(state, DocumentNodeState):
-            # a plain CountState (as the base class creates) gains the node hooks;
-            # the subclass adds behaviour only, no fields, so the switch is safe
+            # a plain CountState handed over by code that knows nothing of TDM: it gains the
+            # node hooks (the subclass adds behaviour only, no fields)
             state.__class__ = DocumentNodeState
         kernel = self.spec.kernel
         state.nodes = DocumentNodes(kernel, self.params.get("kbeta", 0.0) if "kjm" in kernel else 0.0,
@@ -640,13 +641,10 @@ class TDM(MNB):
     def _training_weigher(self):
         return self.state.nodes.normalizing(super()._training_weigher())
 
-    def learn_many(self, docs, labels, ts=None, ids=None, *, sequential: bool = False) -> int:
-        """As :meth:`model.mnb.MNB.learn_many`. Normalizing each document by its own length
-        keeps batches equal to one-by-one learning, so without IDF weighting and memory bound
-        ``sequential=True`` still learns in batches."""
-        if sequential and not self._learns_weighted() and not self.state._track_expiry():
-            sequential = False
-        return super().learn_many(docs, labels, ts, ids, sequential=sequential)
+    def _learns_with_idf(self) -> bool:
+        # the weigher always normalizes by the document's own length, which does not depend on
+        # earlier documents: only learn-time TF-IDF does
+        return self._learns_weighted()
 
     def config(self) -> dict[str, Any]:
         out = super().config()
