@@ -18,6 +18,8 @@ carry the input id).
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import logging
 import threading
 import time
@@ -61,6 +63,11 @@ RETRY_BACKOFF_MIN = 0.1
 RETRY_BACKOFF_MAX = 5.0
 #: After this many consecutive errors in a consumer's poll, that consumer is closed and re-created.
 RESET_AFTER_ERRORS = 5
+#: What a dead letter keeps of the rejected record at most (see fit_dead_letter): the envelope stays
+#: under librdkafka's default message.max.bytes of 1,000,000.
+DLQ_MAX_VALUE_BYTES = 600_000
+DLQ_MAX_KEY_BYTES = 1024
+DLQ_MAX_HEADER_BYTES = 16_384
 
 
 class ConfigMismatch(RuntimeError):
@@ -616,6 +623,7 @@ class Service:
 
     def _send_dead_letters(self, letters: list[DeadLetter]) -> None:
         for letter in letters:
+            letter = fit_dead_letter(letter)
             self.producer.send(self.config.dlq_topic, encode_dead_letter(letter), key=letter.key)
 
     # ------------------------------------------------------------------ state
@@ -671,6 +679,33 @@ class Service:
                 metrics.set_lag("score", self.config.score_topic, lags)
         except KafkaTransportError as exc:
             log.debug("lag refresh failed", extra={"error": str(exc)})
+
+
+def fit_dead_letter(letter: DeadLetter) -> DeadLetter:
+    """Cut what a dead letter keeps of a huge record so that it can always be delivered.
+
+    A rejected record can be as large as the topic allows; its envelope (base64
+    adds a third) must still fit the producer's ``message.max.bytes``
+    (librdkafka's default is 1,000,000), or its delivery fails for good and the
+    batch is retried forever. The cut is noted in ``detail`` with the
+    original size and SHA-256.
+    """
+    notes = []
+    value, key, headers = letter.value, letter.key, letter.headers
+    if value is not None and len(value) > DLQ_MAX_VALUE_BYTES:
+        notes.append(f"value cut to its first {DLQ_MAX_VALUE_BYTES} of {len(value)} bytes, "
+                     f"sha256 {hashlib.sha256(value).hexdigest()}")
+        value = value[:DLQ_MAX_VALUE_BYTES]
+    if key is not None and len(key) > DLQ_MAX_KEY_BYTES:
+        notes.append(f"key cut to its first {DLQ_MAX_KEY_BYTES} of {len(key)} bytes")
+        key = key[:DLQ_MAX_KEY_BYTES]
+    if sum(len(name) + len(data or b"") for name, data in headers) > DLQ_MAX_HEADER_BYTES:
+        notes.append(f"{len(headers)} headers dropped")
+        headers = ()
+    if not notes:
+        return letter
+    return dataclasses.replace(letter, value=value, key=key, headers=headers,
+                               detail=f"{letter.detail} [{'; '.join(notes)}]")
 
 
 def _close_quietly(closable) -> None:
