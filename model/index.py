@@ -38,6 +38,24 @@ class PostingCache:
         self.computed_at = np.full(0, -1, dtype=np.int64)
         self.recomputed = 0
 
+    def refresh(self, arena: TermArena, terms: np.ndarray, epoch: int, build: WeightBuilder) -> None:
+        """Recompute the posting lists of ``terms`` that are older than ``epoch`` (the lazy step)."""
+        if len(self.weight) < len(arena.slot):
+            self.weight = grow(self.weight, len(arena.slot))
+        if len(self.computed_at) < len(arena.start):
+            old = len(self.computed_at)
+            self.computed_at = grow(self.computed_at, len(arena.start))
+            self.computed_at[old:] = -1
+        stale_mask = self.computed_at[terms] != epoch
+        if stale_mask.any():
+            stale = terms[stale_mask]
+            if len(stale) > 1:
+                stale = np.unique(stale)  # a batch may repeat terms
+            stale_index, stale_lengths = arena.ranges(stale)
+            self.weight[stale_index] = build(stale, stale_index, stale_lengths)
+            self.computed_at[stale] = epoch
+            self.recomputed += len(stale)
+
     def gather(self, arena: TermArena, terms: np.ndarray, epoch: int,
                build: WeightBuilder) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Postings of ``terms`` concatenated in order, recomputing stale lists first.

@@ -22,6 +22,7 @@ from sortedcontainers import SortedList
 from . import smoothing
 from .base import GenerativeTextModel, PreparedBatch
 from .index import PostingCache
+from .kernels import accumulate_postings
 from .state import CompensatedSum
 
 #: With at least this many classes, top-k of Jelinek-Mercer models skips the per-class pass (sparse top-k).
@@ -209,14 +210,12 @@ class MNB(GenerativeTextModel):
         terms, weights, owner = batch.terms, batch.weights, batch.owner
         length = np.bincount(owner, weights, minlength=n_docs)  # |w|_1
         smooth = np.bincount(owner, weights * np.log(self.background(terms)), minlength=n_docs)
-        classes, posting_weights, lengths = self.postings.gather(state.arena, terms, state.epoch, self._build_postings)
-        contributions = posting_weights * np.repeat(weights, lengths)
-        if n_docs == 1:
-            matched = np.bincount(classes, contributions, minlength=n_classes)[None, :]
-        else:
-            cell = np.repeat(owner, lengths) * n_classes + classes
-            matched = np.bincount(cell, contributions, minlength=n_docs * n_classes).reshape(n_docs, n_classes)
-        return (derived.log_prior[None, :] + length[:, None] * derived.log_a[None, :] + smooth[:, None]) + matched
+        self.postings.refresh(state.arena, terms, state.epoch, self._build_postings)
+        scores = (derived.log_prior[None, :] + length[:, None] * derived.log_a[None, :]) + smooth[:, None]
+        matched = np.zeros((n_docs, n_classes))
+        accumulate_postings(owner, terms, weights, state.arena.start, state.arena.length, state.arena.cls,
+                            self.postings.weight, matched)
+        return scores + matched
 
     # ------------------------------------------------------------ sparse top-k
     def uses_sparse_topk(self) -> bool:

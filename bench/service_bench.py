@@ -1,0 +1,187 @@
+"""End-to-end service benchmark through the local broker, beside the raw client ceiling.
+
+    python -m bench.service_bench [--docs 50000] [--clients confluent kafka-python] [--json OUT]
+
+For each Kafka client, in one run against one embedded broker (Tansu):
+
+1. **ceiling**: the same scoring records produced to a fresh topic and consumed
+   back with no processing, through ``stream.transport`` (what the service
+   uses) -- records/s;
+2. **throughput**: a model trained on r8-sized generated news documents, then
+   ``--docs`` scoring records waiting in the topic; the service (``--role all``)
+   scores them; documents/s is taken from the output records' own timestamps
+   (first to last output), so broker start and group join are not counted;
+3. **latency**: scoring records produced at a steady rate (a fraction of the
+   measured throughput) for a few seconds; latency of each document is the
+   output record's timestamp minus the input record's timestamp (both written
+   by producers on this machine), p50 and p99.
+
+Documents are the project's generated news stream with about 100 words each,
+like r8. The broker, the benchmark's producers and the service share the
+machine's cores, which the ceiling shares too.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+import numpy as np
+
+from consumers.config import ServiceConfig
+from consumers.service import Service
+from stream.broker import EmbeddedBroker
+from stream.records import ScoreRecord, encode_score
+from stream.synthetic import SyntheticConfig, SyntheticStream
+from stream.transport import KafkaConfig, TopicPartition, open_client
+
+PARTITIONS = 4
+
+
+def generated(n_train: int, n_score: int, seed: int) -> tuple[list[bytes], list[bytes]]:
+    stream = SyntheticStream(SyntheticConfig(seed=seed, n_docs=n_train + n_score, profiles=("news",),
+                                             news_length=100.0, malformed_rate=0.0, forget_rate=0.0,
+                                             label_noise_rate=0.0, new_label_every=None))
+    train, score = [], []
+    for event in stream.events():
+        if event.kind == "train" and len(train) < n_train:
+            train.append(event.value)
+        elif event.kind == "score" and len(train) >= n_train and len(score) < n_score:
+            score.append(encode_score(ScoreRecord(id=event.id, text=json.loads(event.value)["text"])))
+    return train, score
+
+
+def produce(client, topic: str, values: list[bytes], rate: float = 0.0) -> None:
+    producer = client.producer()
+    chunk = 500
+    started = time.perf_counter()
+    for i in range(0, len(values), chunk):
+        for value in values[i : i + chunk]:
+            producer.send(topic, value)
+        if rate:
+            wait = started + (i + chunk) / rate - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+        producer.flush()
+    producer.close()
+
+
+def ceiling(client, values: list[bytes]) -> float:
+    topic = f"ceiling-{uuid.uuid4().hex[:8]}"
+    with client.admin() as admin:
+        admin.create_topics([(topic, PARTITIONS, 1)])
+    produce(client, topic, values)
+    consumer = client.consumer(None)
+    consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    got, first = 0, None
+    while got < len(values):
+        batch = consumer.poll(1000, 1.0)
+        if batch and first is None:
+            first, got = time.perf_counter(), -len(batch)  # steady state: from the first batch on
+        got += len(batch)
+    rate = (len(values) - len(batch)) / max(time.perf_counter() - first, 1e-9) if first else 0.0
+    consumer.close()
+    return rate
+
+
+def read_outputs(client, topic: str, n: int, timeout: float) -> list:
+    consumer = client.consumer(None)
+    consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    records: list = []
+    deadline = time.monotonic() + timeout
+    while len(records) < n and time.monotonic() < deadline:
+        records.extend(consumer.poll(5000, 0.5))
+    consumer.close()
+    return records
+
+
+def service_run(kind: str, bootstrap: str, train: list[bytes], score: list[bytes], seed: int) -> dict:
+    client = open_client(kind, KafkaConfig(bootstrap_servers=bootstrap))
+    name = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
+    with tempfile.TemporaryDirectory() as state_dir:
+        cfg = ServiceConfig(bootstrap_servers=bootstrap, client=kind, train_topic=f"{name}-train",
+                            score_topic=f"{name}-score", output_topic=f"{name}-out", dlq_topic=f"{name}-dlq",
+                            group=f"{name}-g", state_dir=state_dir, metrics_address="", score_partitions=PARTITIONS,
+                            model="uc_pd_jm_dp", param={"beta": 0.3, "mu": 50.0, "delta": 0.5, "ups": 0.2},
+                            snapshot_every_records=10**9, snapshot_every_seconds=1e9, max_poll_records=2000)
+        with client.admin() as admin:
+            admin.create_topics([(cfg.train_topic, 1, 1), (cfg.score_topic, PARTITIONS, 1),
+                                 (cfg.output_topic, PARTITIONS, 1), (cfg.dlq_topic, 1, 1)])
+        produce(client, cfg.train_topic, train)
+        produce(client, cfg.score_topic, score)
+        service = Service(cfg, client=client)
+        stop = threading.Event()
+        thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+        thread.start()
+        outputs = read_outputs(client, cfg.output_topic, len(score), timeout=600)
+        stamps = np.array(sorted(r.timestamp_ms for r in outputs), dtype=np.float64)
+        throughput = (len(stamps) - 1) / max((stamps[-1] - stamps[0]) / 1000.0, 1e-9) if len(stamps) > 1 else 0.0
+        # latency at a steady rate below the throughput
+        rate = max(200.0, 0.5 * throughput)
+        n_latency = int(min(len(score), rate * 8))
+        latency_values = [encode_score(ScoreRecord(id=f"lat-{i}", text=json.loads(v)["text"]))
+                          for i, v in enumerate(score[:n_latency])]
+        consumer = client.consumer(None)
+        consumer.assign([TopicPartition(cfg.output_topic, p) for p in range(PARTITIONS)])
+        ends = consumer.end_offsets([TopicPartition(cfg.output_topic, p) for p in range(PARTITIONS)])
+        for tp, end in ends.items():
+            consumer.seek(tp, end)
+        sent_at: dict[str, float] = {}
+        feeder = threading.Thread(target=produce, args=(client, cfg.score_topic, latency_values, rate), daemon=True)
+        feeder.start()
+        latencies = []
+        deadline = time.monotonic() + 120
+        from stream.records import parse_output
+
+        while len(latencies) < n_latency and time.monotonic() < deadline:
+            for record in consumer.poll(5000, 0.2):
+                out = parse_output(record.value)
+                if out.id.startswith("lat-"):
+                    latencies.append(out.latency_ms + (record.timestamp_ms / 1000.0 - out.scored_at) * 1000.0)
+        feeder.join()
+        consumer.close()
+        stop.set()
+        thread.join(60)
+    lat = np.array(latencies) if latencies else np.array([np.nan])
+    return {"client": kind, "scored": len(outputs), "docs_per_s": throughput, "latency_rate": rate,
+            "latency_docs": len(latencies), "latency_p50_ms": float(np.percentile(lat, 50)),
+            "latency_p99_ms": float(np.percentile(lat, 99))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", type=int, default=50_000, help="scoring records (kafka-python gets a fifth)")
+    parser.add_argument("--train", type=int, default=5000, help="training records")
+    parser.add_argument("--clients", nargs="+", default=["confluent", "kafka-python"])
+    parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args(argv)
+    train, score = generated(args.train, args.docs, args.seed)
+    words = np.mean([len(json.loads(v)["text"].split()) for v in score[:1000]])
+    print(f"{len(train)} training and {len(score)} scoring records, {words:.0f} words per document", flush=True)
+    results = []
+    with EmbeddedBroker() as broker:
+        for kind in args.clients:
+            n = len(score) if kind == "confluent" else max(2000, len(score) // 5)
+            client = open_client(kind, KafkaConfig(bootstrap_servers=broker.bootstrap_servers))
+            ceiling_rate = ceiling(client, score[:n])
+            run = service_run(kind, broker.bootstrap_servers, train, score[:n], args.seed)
+            run["ceiling_consume_per_s"] = ceiling_rate
+            run["fraction_of_ceiling"] = run["docs_per_s"] / ceiling_rate if ceiling_rate else float("nan")
+            results.append(run)
+            print(f"{kind:>12}: ceiling (consume, no model) {ceiling_rate:9.0f} rec/s | service {run['docs_per_s']:8.0f} "
+                  f"docs/s = {run['fraction_of_ceiling'] * 100:5.1f}% of the ceiling | latency at "
+                  f"{run['latency_rate']:.0f} docs/s: p50 {run['latency_p50_ms']:.1f} ms, p99 {run['latency_p99_ms']:.1f} ms",
+                  flush=True)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"results": results, "docs": len(score), "train": len(train)}, handle, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
