@@ -100,7 +100,7 @@ def dumps(model: GenerativeTextModel, extra: dict[str, Any] | None = None) -> by
         limit = {"class": n_cls, "term": n_terms, "entry": used}[size]
         arrays[name] = sums.hi[:limit].copy()
         arrays[name + "_lo"] = sums.lo[:limit].copy()
-    arrays["ent_free"] = np.array(state.ent_free, dtype=np.int64)
+    arrays["ent_free"] = state.free_stack[: state.free_top].copy()
     arena = state.arena
     arrays["arena_slot"] = arena.slot[: arena.used].copy()
     arrays["arena_cls"] = arena.cls[: arena.used].copy()
@@ -264,10 +264,11 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> GenerativeTextMo
         setattr(state, name, sums)
     if used and (a["ent_class"].max() >= max(n_cls, 1) or a["ent_term"].max() >= max(n_terms, 1)):
         raise SnapshotError("an entry refers to an unknown class or term")
-    state.ent_free = a["ent_free"].tolist()
-    live = np.flatnonzero(state.ent_refs > 0)
-    keys = (state.ent_term[live].astype(np.int64) << 32) | state.ent_class[live].astype(np.int64)
-    state.slot_of = dict(zip(keys.tolist(), live.tolist()))
+    state.free_stack = np.zeros(max(len(state.ent_refs), 16), dtype=np.int64)
+    state.free_top = len(a["ent_free"])
+    state.free_stack[: state.free_top] = a["ent_free"]
+    if state.free_top > used or (state.free_top and a["ent_free"].max() >= used):
+        raise SnapshotError("free slot list out of range")
     arena = TermArena()
     arena.slot, arena.cls = a["arena_slot"].copy(), a["arena_cls"].copy()
     arena.start, arena.length, arena.capacity = a["arena_start"].copy(), a["arena_length"].copy(), a["arena_capacity"].copy()

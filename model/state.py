@@ -35,7 +35,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from .decay import REBASE_AFTER_HALF_LIVES, DecayClock
-from .kernels import compensated_add
+from .kernels import DONE, NEED_ENTRIES, add_entries, compensated_add, remove_entries
 
 #: Weights below this (in true units) would underflow when rescaled; such documents expire.
 _UNDERFLOW = 1e-280
@@ -218,19 +218,23 @@ class TermArena:
     """The entries of each term, contiguous in one array (the inverted index's skeleton).
 
     Term ``n`` owns ``slot[start[n] : start[n] + length[n]]`` (entry slots) and
-    the parallel ``cls`` (their class ids); each term's region has spare
-    capacity that doubles when full, so appends are amortized O(1) and reading
-    the entries of many terms is a few vectorized gathers. Abandoned regions
-    are garbage until :meth:`compact` runs.
+    the parallel ``cls`` (their class ids), sorted by class id: an entry is
+    found by binary search, so no hash table of entries is needed. Each
+    region has spare capacity that doubles when full (the region then moves to
+    the end), so inserts are amortized cheap and reading the entries of many
+    terms is a few vectorized gathers. Abandoned regions are garbage until
+    :meth:`compact` runs. Inserts and removals happen in the compiled
+    kernels of :mod:`model.kernels`.
 
     >>> arena = TermArena()
     >>> arena.reserve_terms(3)
-    >>> arena.add(np.array([2, 0, 2]), np.array([10, 11, 12]), np.array([5, 6, 7]))
+    >>> arena.grow_arena(8)
+    >>> arena.start[:3], arena.length[:3], arena.capacity[:3] = [0, 4, 4], [1, 0, 2], [4, 0, 4]
+    >>> arena.slot[[0, 4, 5]], arena.cls[[0, 4, 5]] = [11, 10, 12], [6, 5, 7]
+    >>> arena.used = 8
     >>> index, lengths = arena.ranges(np.array([2, 1, 0]))
     >>> arena.slot[index].tolist(), lengths.tolist()
     ([10, 12, 11], [2, 0, 1])
-    >>> arena.remove(2, 10); arena.slot[arena.ranges(np.array([2]))[0]].tolist()
-    [12]
     """
 
     def __init__(self) -> None:
@@ -264,51 +268,17 @@ class TermArena:
             self.cls = grow(self.cls, self.used)
         return at
 
-    def add(self, terms: np.ndarray, slots: np.ndarray, classes: np.ndarray, distinct: bool = False) -> None:
-        """Append entries (in the given order within each term); ``distinct``: no term repeats."""
-        if not len(terms):
-            return
-        if distinct:
-            unique, first, counts = terms, np.arange(len(terms)), np.ones(len(terms), dtype=np.int64)
-        else:
-            order = np.argsort(terms, kind="stable")
-            terms, slots, classes = terms[order], slots[order], classes[order]
-            unique, first, counts = np.unique(terms, return_index=True, return_counts=True)
-        need = self.length[unique] + counts
-        full = need > self.capacity[unique]
-        if full.any():
-            movers = unique[full]
-            new_capacity = np.maximum(4, 2 ** np.ceil(np.log2(need[full])).astype(np.int64))
-            old_index, old_lengths = self.ranges(movers)
-            base = self._allocate(int(new_capacity.sum()))
-            starts = base + np.cumsum(new_capacity) - new_capacity
-            new_index = np.repeat(starts - (np.cumsum(old_lengths) - old_lengths), old_lengths) + np.arange(len(old_index))
-            self.slot[new_index] = self.slot[old_index]
-            self.cls[new_index] = self.cls[old_index]
-            self.garbage += int(self.capacity[movers].sum())
-            self.start[movers] = starts
-            self.capacity[movers] = new_capacity
-            self.version += 1
-        if distinct:
-            position = self.start[unique] + self.length[unique]
-        else:
-            rank = np.arange(len(terms)) - np.repeat(first, counts)
-            position = np.repeat(self.start[unique] + self.length[unique], counts) + rank
-        self.slot[position] = slots
-        self.cls[position] = classes
-        self.length[unique] = need
-        if self.garbage > 4096 and self.garbage > self.used // 2:
-            self.compact()
+    def release(self, term: int) -> None:
+        """Give up the region of a term that left the model (its id may be reused with no region)."""
+        assert self.length[term] == 0, "only an empty region is released"
+        self.garbage += int(self.capacity[term])
+        self.start[term] = 0
+        self.capacity[term] = 0
 
-    def remove(self, term: int, slot: int) -> None:
-        """Remove one entry (the term's last entry takes its place)."""
-        start, length = int(self.start[term]), int(self.length[term])
-        region = self.slot[start : start + length]
-        where = start + int(np.flatnonzero(region == slot)[0])
-        last = start + length - 1
-        self.slot[where] = self.slot[last]
-        self.cls[where] = self.cls[last]
-        self.length[term] = length - 1
+    def grow_arena(self, size: int) -> None:
+        if size > len(self.slot):
+            self.slot = grow(self.slot, size)
+            self.cls = grow(self.cls, len(self.slot))
 
     def compact(self) -> None:
         """Repack every term's region (capacity = max(4, length)), dropping garbage."""
@@ -389,9 +359,9 @@ class CountState:
         self.ent_term = np.zeros(0, dtype=np.int32)
         self.ent_count = CompensatedArray()
         self.ent_refs = np.zeros(0, dtype=np.int32)
-        self.ent_free: list[int] = []
+        self.free_stack = np.zeros(0, dtype=np.int64)  # freed slots, reused last-freed first
+        self.free_top = 0
         self.ent_used = 0  # high-water mark of slots
-        self.slot_of: dict[int, int] = {}  # (term << 32 | class) -> slot
         # totals
         self.total_mass = CompensatedSum()
         self.total_docs = CompensatedSum()
@@ -417,7 +387,12 @@ class CountState:
     # ------------------------------------------------------------------ sizes
     @property
     def n_entries(self) -> int:
-        return len(self.slot_of)
+        """Live (class, term) entries, i.e. postings."""
+        return self.ent_used - self.free_top
+
+    @property
+    def ent_free(self) -> list[int]:
+        return self.free_stack[: self.free_top].tolist()
 
     def _track_expiry(self) -> bool:
         return self.prune_below is not None or self.max_documents is not None
@@ -453,46 +428,39 @@ class CountState:
             self.cls_entries = grow(self.cls_entries, cap)
         return ids
 
-    def _new_entries(self, keys: np.ndarray, distinct_terms: bool = False) -> None:
-        """Create zeroed entries for new ``(term << 32 | class)`` keys, in the given order."""
-        count = len(keys)
-        reused = [self.ent_free.pop() for _ in range(min(count, len(self.ent_free)))]
-        fresh = count - len(reused)
-        slots = np.array(reused + list(range(self.ent_used, self.ent_used + fresh)), dtype=np.int64)
-        self.ent_used += fresh
-        if self.ent_used > len(self.ent_refs):
-            self.ent_class = grow(self.ent_class, self.ent_used)
-            self.ent_term = grow(self.ent_term, self.ent_used)
-            self.ent_count.grow(self.ent_used)
-            self.ent_refs = grow(self.ent_refs, self.ent_used)
-        class_ids = keys & 0xFFFFFFFF
-        term_ids = keys >> 32
-        self.ent_class[slots] = class_ids
-        self.ent_term[slots] = term_ids
-        self.ent_count.zero(slots)
-        self.ent_refs[slots] = 0
-        self.slot_of.update(zip(keys.tolist(), slots.tolist()))
-        np.add.at(self.cls_entries, class_ids, 1)
-        unique_terms = term_ids if distinct_terms else np.unique(term_ids)
-        self.n_vocab += int(np.count_nonzero(self.arena.length[unique_terms] == 0))
-        self.arena.add(term_ids, slots, class_ids.astype(np.int32), distinct_terms)
+    def _counters(self) -> np.ndarray:
+        return np.array([self.ent_used, self.free_top, self.arena.used, self.arena.garbage, self.n_vocab], dtype=np.int64)
 
-    def _free_entry(self, slot: int) -> None:
-        class_id = int(self.ent_class[slot])
-        term_id = int(self.ent_term[slot])
-        del self.slot_of[(term_id << 32) | class_id]
-        self.arena.remove(term_id, slot)
-        self.ent_count.zero(slot)
-        self.ent_refs[slot] = 0
-        self.ent_free.append(slot)
-        self.cls_entries[class_id] -= 1
-        if self.cls_entries[class_id] == 0:
-            self.cls_mass.zero(class_id)  # exactly: no residue from rounding
-        if self.arena.length[term_id] == 0:
-            self.n_vocab -= 1
-            self.term_mass.zero(term_id)
-        if not self.slot_of:
-            self.total_mass.zero()
+    def _take_counters(self, counters: np.ndarray) -> None:
+        self.ent_used, self.free_top, self.arena.used, self.arena.garbage, self.n_vocab = (int(v) for v in counters)
+
+    def _grow_entries(self) -> None:
+        size = max(16, 2 * len(self.ent_refs))
+        self.ent_class = grow(self.ent_class, size)
+        self.ent_term = grow(self.ent_term, size)
+        self.ent_count.grow(size)
+        self.ent_refs = grow(self.ent_refs, size)
+        self.free_stack = grow(self.free_stack, size)
+
+    def _add_entries(self, terms: np.ndarray, classes: np.ndarray, values: np.ndarray) -> None:
+        """Add ``values`` to the (term, class) entries in order, creating missing ones (compiled)."""
+        arena = self.arena
+        counters = self._counters()
+        at = 0
+        while True:
+            status, at = add_entries(terms, classes, values, at, arena.slot, arena.cls, arena.start, arena.length,
+                                     arena.capacity, self.ent_class, self.ent_term, self.ent_count.hi,
+                                     self.ent_count.lo, self.ent_refs, self.free_stack, self.term_mass.hi,
+                                     self.term_mass.lo, self.cls_entries, counters)
+            if status == DONE:
+                break
+            if status == NEED_ENTRIES:
+                self._grow_entries()
+            else:
+                arena.grow_arena(max(16, 2 * len(arena.slot)))
+        self._take_counters(counters)
+        if arena.garbage > 4096 and arena.garbage > arena.used // 2:
+            arena.compact()
 
     # ------------------------------------------------------------ learning
     def add_document(self, doc_id: str, class_keys: Sequence[str], term_keys: list[str], raw_counts: np.ndarray,
@@ -624,24 +592,8 @@ class CountState:
         nonzero = pair_contrib != 0.0
         if not nonzero.all():  # zero weights (IDF 0) make no entries
             pair_terms, pair_contrib, pair_of_term = pair_terms[nonzero], pair_contrib[nonzero], pair_of_term[nonzero]
-        distinct_keys = single  # one document: (term, class) keys never repeat
-        distinct_terms = single and len(pair_doc) == 1
         if len(pair_terms):
-            keys = (pair_terms << 32) | pair_of_term
-            get = self.slot_of.get
-            key_list = keys.tolist()
-            slots = list(map(get, key_list))
-            if None in slots:
-                missing = np.fromiter((k for k, s in zip(key_list, slots) if s is None), dtype=np.int64)
-                if not distinct_keys:
-                    unique_missing, first_seen = np.unique(missing, return_index=True)
-                    missing = unique_missing[np.argsort(first_seen)]  # creation order = document order
-                self._new_entries(missing, distinct_terms)
-                slots = list(map(get, key_list))
-            index = np.array(slots, dtype=np.int64)
-            self.ent_count.add(index, pair_contrib, distinct_keys)
-            scatter_add(self.ent_refs, index, 1, distinct_keys)
-            self.term_mass.add(pair_terms, pair_contrib, distinct_terms)
+            self._add_entries(pair_terms, pair_of_term, pair_contrib)
         masses = doc_mass[pair_doc]
         self.cls_mass.add(pair_class, masses)  # in document order
         for mass in masses.tolist():
@@ -674,6 +626,7 @@ class CountState:
             assert self.arena.length[t] == 0, "a term without documents has no entries"
             self.term_mass.zero(t)
             self.terms.remove(t)
+            self.arena.release(t)
         self.n_docs -= 1
         self.total_docs.add(-factor)
         self.total_docs.clamp()
@@ -710,22 +663,21 @@ class CountState:
             return
         contrib = weights * record.factor
         mass = float(contrib.sum())
-        shifted = (terms << 32).tolist()
+        n_classes = len(record.classes)
         for c in record.classes:
-            index = np.fromiter(map(self.slot_of.__getitem__, [k | c for k in shifted]), dtype=np.int64,
-                                count=len(shifted))
-            self.ent_count.add(index, -contrib)
-            self.ent_count.clamp(index)
-            refs = self.ent_refs[index] - 1
-            self.ent_refs[index] = refs
             self.cls_mass.add(c, -mass)
             self.cls_mass.clamp([c])
-            self.term_mass.add(terms, -contrib)
-            self.term_mass.clamp(terms)
             self.total_mass.add(-mass)
             self.total_mass.clamp()
-            for slot in index[refs == 0].tolist():
-                self._free_entry(slot)
+        arena = self.arena
+        counters = self._counters()
+        remove_entries(np.tile(terms, n_classes), np.repeat(np.array(record.classes, dtype=np.int64), len(terms)),
+                       np.tile(contrib, n_classes), arena.slot, arena.cls, arena.start, arena.length,
+                       self.ent_count.hi, self.ent_count.lo, self.ent_refs, self.free_stack, self.term_mass.hi,
+                       self.term_mass.lo, self.cls_entries, self.cls_mass.hi, self.cls_mass.lo, counters)
+        self._take_counters(counters)
+        if self.n_entries == 0:
+            self.total_mass.zero()
 
     # ----------------------------------------------------- decay and memory
     def _rebase(self, half_lives: int) -> None:
