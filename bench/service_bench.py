@@ -77,13 +77,14 @@ def ceiling(client, values: list[bytes]) -> float:
     produce(client, topic, values)
     consumer = client.consumer(None)
     consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
-    got, first = 0, None
-    while got < len(values):
+    total, first, first_size = 0, None, 0
+    deadline = time.monotonic() + 300
+    while total < len(values) and time.monotonic() < deadline:
         batch = consumer.poll(1000, 1.0)
         if batch and first is None:
-            first, got = time.perf_counter(), -len(batch)  # steady state: from the first batch on
-        got += len(batch)
-    rate = (len(values) - len(batch)) / max(time.perf_counter() - first, 1e-9) if first else 0.0
+            first, first_size = time.perf_counter(), len(batch)  # steady state: from the first batch on
+        total += len(batch)
+    rate = (total - first_size) / max(time.perf_counter() - first, 1e-9) if first else 0.0
     consumer.close()
     return rate
 

@@ -63,22 +63,8 @@ class PostingCache:
         Returns ``(class ids, weights, lengths)``, ``lengths[i]`` being the
         number of postings of ``terms[i]``.
         """
-        if len(self.weight) < len(arena.slot):
-            self.weight = grow(self.weight, len(arena.slot))
-        if len(self.computed_at) < len(arena.start):
-            old = len(self.computed_at)
-            self.computed_at = grow(self.computed_at, len(arena.start))
-            self.computed_at[old:] = -1
+        self.refresh(arena, terms, epoch, build)
         index, lengths = arena.ranges(terms)
-        stale_mask = self.computed_at[terms] != epoch
-        if stale_mask.any():
-            stale = terms[stale_mask]
-            if len(stale) > 1:
-                stale = np.unique(stale)  # a batch may repeat terms
-            stale_index, stale_lengths = arena.ranges(stale)
-            self.weight[stale_index] = build(stale, stale_index, stale_lengths)
-            self.computed_at[stale] = epoch
-            self.recomputed += len(stale)
         return arena.cls[index], self.weight[index], lengths
 
     def stored_postings(self, arena: TermArena) -> int:

@@ -10,17 +10,21 @@ import numpy as np
 from numba import njit
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _two_sum(hi, lo, j, x):  # pragma: no cover - compiled
+    """``hi[j] + lo[j] += x`` keeping the rounding error of the addition in ``lo[j]`` (Knuth's TwoSum)."""
+    s = hi[j]
+    t = s + x
+    b = t - s
+    lo[j] += (s - (t - b)) + (x - b)
+    hi[j] = t
+
+
 @njit(cache=True, nogil=True)
 def compensated_add(hi: np.ndarray, lo: np.ndarray, index: np.ndarray, values: np.ndarray) -> None:  # pragma: no cover - compiled
-    """``hi[index[i]] + lo[index[i]] += values[i]`` for i in order (Knuth's TwoSum; indices may repeat)."""
+    """``hi[index[i]] + lo[index[i]] += values[i]`` for i in order (indices may repeat)."""
     for i in range(index.shape[0]):
-        j = index[i]
-        x = values[i]
-        s = hi[j]
-        t = s + x
-        b = t - s
-        lo[j] += (s - (t - b)) + (x - b)
-        hi[j] = t
+        _two_sum(hi, lo, index[i], values[i])
 
 
 @njit(cache=True, nogil=True)
@@ -119,18 +123,9 @@ def add_entries(pair_terms, pair_classes, pair_values, first,
             ent_lo[s] = 0.0
             ent_refs[s] = 0
             cls_entries[c] += 1
-        # TwoSum accumulation into the entry and the term total
-        h = ent_hi[s]
-        r = h + x
-        b = r - h
-        ent_lo[s] += (h - (r - b)) + (x - b)
-        ent_hi[s] = r
+        _two_sum(ent_hi, ent_lo, s, x)
         ent_refs[s] += 1
-        h = term_hi[t]
-        r = h + x
-        b = r - h
-        term_lo[t] += (h - (r - b)) + (x - b)
-        term_hi[t] = r
+        _two_sum(term_hi, term_lo, t, x)
     return DONE, pair_terms.shape[0]
 
 
@@ -152,19 +147,11 @@ def remove_entries(pair_terms, pair_classes, pair_values,
         length = term_length[t]
         at = _find(arena_cls, start, length, c)
         s = arena_slot[start + at]
-        h = ent_hi[s]
-        r = h + x
-        b = r - h
-        ent_lo[s] += (h - (r - b)) + (x - b)
-        ent_hi[s] = r
+        _two_sum(ent_hi, ent_lo, s, x)
         if ent_hi[s] + ent_lo[s] < 0.0:
             ent_hi[s] = 0.0
             ent_lo[s] = 0.0
-        h = term_hi[t]
-        r = h + x
-        b = r - h
-        term_lo[t] += (h - (r - b)) + (x - b)
-        term_hi[t] = r
+        _two_sum(term_hi, term_lo, t, x)
         if term_hi[t] + term_lo[t] < 0.0:
             term_hi[t] = 0.0
             term_lo[t] = 0.0
