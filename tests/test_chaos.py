@@ -9,7 +9,10 @@
   the half-applied batch behind;
 * slow, real broker: a reduced ``sgm chaos`` campaign (SIGKILLs of trainer and
   classifier processes, a SIGSTOP freeze of the broker) ends with no record
-  lost, none double-counted, every scoring id answered and no crash.
+  lost, none double-counted, every scoring id answered and no crash; a freeze
+  longer than the delivery timeout makes flushes fail, and the service rescores;
+* long runs: under a memory bound the model's term arena stays bounded while
+  the vocabulary and the labels turn over (bench/memory_bound.py measures RSS).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import pytest
 
 from consumers.config import ServiceConfig
 from consumers.service import Service
+from model import build_model
 from stream.records import parse_dead_letter, parse_output
 from stream.snapshots import SnapshotStore
 from stream.synthetic import SyntheticConfig, SyntheticStream
@@ -380,3 +384,21 @@ def test_a_broker_freeze_fails_deliveries_and_the_service_rescores_and_resends(p
         letters[("train" if letter.topic == cfg.train_topic else "score", letter.reason.value)] += 1
     for key, count in expected.items():
         assert letters[key] >= count, (key, letters[key], count)
+
+
+def test_the_model_arena_stays_bounded_while_the_vocabulary_turns_over():
+    """Regression: recycled term ids inherited old arena capacity, so memory grew without end under a bound."""
+    model = build_model({"model": "uc_pd_jm_dp", "params": {}, "max_documents": 300})
+    rng = random.Random(1)
+    words = [f"w{i}" for i in range(400)]
+    at_fill = None
+    for i in range(8000):
+        window = words[(i // 50) % 300 : (i // 50) % 300 + 100]
+        text = " ".join(rng.sample(window, 20) + [f"u{i}a", f"u{i}b"])  # drift, plus never-seen terms
+        model.learn_one(text, [f"l{rng.randrange(6)}-e{i // 1000}"], id=f"d{i}")  # labels turn over too
+        if i == 600:
+            at_fill = int(model.state.arena.capacity.sum())
+    arena = model.state.arena
+    assert len(model) == 300
+    assert int(arena.capacity.sum()) <= 1.5 * at_fill
+    assert len(arena.slot) <= 4 * at_fill
