@@ -14,9 +14,11 @@ from __future__ import annotations
 import math
 import threading
 import time
+import collections
 from collections import deque
 from collections.abc import Mapping
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
 
 #: Latency buckets (seconds): 0.5 ms .. 30 s.
@@ -178,13 +180,18 @@ class ServiceMetrics:
             self.prequential_accuracy.set(self._window_correct / len(window))
         self.feedback.labels("correct" if correct else "wrong").inc()
 
-    def record_prediction(self, label: str) -> None:
+    def record_prediction(self, label: str, times: int = 1) -> None:
         if label not in self._labels_seen:
             if len(self._labels_seen) >= MAX_LABEL_SERIES:
                 label = "_other"
             else:
                 self._labels_seen.add(label)
-        self.predictions.labels(label).inc()
+        self.predictions.labels(label).inc(times)
+
+    def record_predictions(self, labels: list[str]) -> None:
+        """The top labels of a batch (one increment per distinct label)."""
+        for label, times in collections.Counter(labels).items():
+            self.record_prediction(label, times)
 
     # ------------------------------------------------------------------ snapshots
     def snapshot_restored(self, written_at: float | None) -> None:
@@ -244,6 +251,25 @@ class ServiceMetrics:
             for partition, lag in lags.items():
                 self.consumer_lag.labels(source, topic, str(partition)).set(max(lag, 0))
             self._lag_partitions[(source, topic)] = set(lags)
+
+
+def observe_values(histogram: Histogram, values) -> None:
+    """Observe every value of a batch in one step per bucket (same result as a loop of ``observe``)."""
+    values = np.asarray(values, dtype=np.float64)
+    if not len(values):
+        return
+    bounds, buckets, total = (getattr(histogram, name, None) for name in ("_upper_bounds", "_buckets", "_sum"))
+    if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
+        for value in values.tolist():
+            histogram.observe(value)
+        return
+    total.inc(float(values.sum()))
+    # observe() puts a value in the first bucket whose upper bound is >= the value
+    counts = np.bincount(np.searchsorted(np.asarray(bounds, dtype=np.float64), values, side="left"),
+                         minlength=len(bounds))
+    for bucket, count in zip(buckets, counts.tolist()):
+        if count:
+            bucket.inc(count)
 
 
 def observe_many(histogram: Histogram, value: float, times: int) -> None:

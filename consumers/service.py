@@ -50,7 +50,7 @@ from stream.transport import Client, CommitFailedError, DeliveryError, KafkaTran
 
 from .config import ServiceConfig
 from .logs import record_context, undelivered_ids
-from .metrics import ServiceMetrics
+from .metrics import ServiceMetrics, observe_values
 
 log = logging.getLogger("sgm.service")
 
@@ -537,13 +537,11 @@ class Service:
         self._scored_ends.update(offsets)
         done = time.perf_counter()
         acked = now + (done - scored_at_perf)
-        for record, _ in valid:
-            if record.timestamp_ms:
-                metrics.end_to_end_latency.observe(max(acked - record.timestamp_ms / 1000.0, 0.0))
+        stamps = np.array([r.timestamp_ms for r, _ in valid if r.timestamp_ms], dtype=np.float64)
+        observe_values(metrics.end_to_end_latency, np.maximum(acked - stamps / 1000.0, 0.0))
         # Counted once acknowledged, like the outputs: a batch whose delivery failed is redone, not counted twice.
         metrics.observe_scored(len(valid), scored_at_perf - parsed_at)
-        for label in predicted:
-            metrics.record_prediction(label)
+        metrics.record_predictions(predicted)
         for letter in dead:
             metrics.record_rejection(letter.reason.value, "score", dead_lettered=True)
         metrics.batch_seconds.labels("parse").observe(parsed_at - started)
