@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import threading
@@ -33,7 +34,6 @@ import uuid
 import numpy as np
 
 from consumers.config import ServiceConfig
-from consumers.service import Service
 from stream.broker import EmbeddedBroker
 from stream.records import ScoreRecord, encode_score
 from stream.synthetic import SyntheticConfig, SyntheticStream
@@ -100,53 +100,63 @@ def read_outputs(client, topic: str, n: int, timeout: float) -> list:
     return records
 
 
+def serve_process(cfg: ServiceConfig, log_path: str) -> subprocess.Popen:
+    """``sgm serve`` in its own process, as deployed (the benchmark's threads must not share its GIL)."""
+    args = [sys.executable, "-m", "consumers.cli", "serve", "--bootstrap-servers", cfg.bootstrap_servers,
+            "--client", cfg.client, "--train-topic", cfg.train_topic, "--score-topic", cfg.score_topic,
+            "--output-topic", cfg.output_topic, "--dlq-topic", cfg.dlq_topic, "--group", cfg.group,
+            "--state-dir", cfg.state_dir, "--model", cfg.model, "--metrics-address", "",
+            "--snapshot-every-records", str(10**9), "--snapshot-every-seconds", str(10**9),
+            "--max-poll-records", str(cfg.max_poll_records), "--log-level", "WARNING"]
+    for name, value in cfg.param.items():
+        args += ["--param", f"{name}={value}"]
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(log_path, "ab"))
+
+
 def service_run(kind: str, bootstrap: str, train: list[bytes], score: list[bytes], seed: int) -> dict:
     client = open_client(kind, KafkaConfig(bootstrap_servers=bootstrap))
     name = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
     with tempfile.TemporaryDirectory() as state_dir:
         cfg = ServiceConfig(bootstrap_servers=bootstrap, client=kind, train_topic=f"{name}-train",
                             score_topic=f"{name}-score", output_topic=f"{name}-out", dlq_topic=f"{name}-dlq",
-                            group=f"{name}-g", state_dir=state_dir, metrics_address="", score_partitions=PARTITIONS,
+                            group=f"{name}-g", state_dir=state_dir, score_partitions=PARTITIONS,
                             model="uc_pd_jm_dp", param={"beta": 0.3, "mu": 50.0, "delta": 0.5, "ups": 0.2},
-                            snapshot_every_records=10**9, snapshot_every_seconds=1e9, max_poll_records=2000)
+                            max_poll_records=2000)
         with client.admin() as admin:
             admin.create_topics([(cfg.train_topic, 1, 1), (cfg.score_topic, PARTITIONS, 1),
                                  (cfg.output_topic, PARTITIONS, 1), (cfg.dlq_topic, 1, 1)])
         produce(client, cfg.train_topic, train)
         produce(client, cfg.score_topic, score)
-        service = Service(cfg, client=client)
-        stop = threading.Event()
-        thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-        thread.start()
-        outputs = read_outputs(client, cfg.output_topic, len(score), timeout=600)
-        stamps = np.array(sorted(r.timestamp_ms for r in outputs), dtype=np.float64)
-        throughput = (len(stamps) - 1) / max((stamps[-1] - stamps[0]) / 1000.0, 1e-9) if len(stamps) > 1 else 0.0
-        # latency at a steady rate below the throughput
-        rate = max(200.0, 0.5 * throughput)
-        n_latency = int(min(len(score), rate * 8))
-        latency_values = [encode_score(ScoreRecord(id=f"lat-{i}", text=json.loads(v)["text"]))
-                          for i, v in enumerate(score[:n_latency])]
-        consumer = client.consumer(None)
-        consumer.assign([TopicPartition(cfg.output_topic, p) for p in range(PARTITIONS)])
-        ends = consumer.end_offsets([TopicPartition(cfg.output_topic, p) for p in range(PARTITIONS)])
-        for tp, end in ends.items():
-            consumer.seek(tp, end)
-        sent_at: dict[str, float] = {}
-        feeder = threading.Thread(target=produce, args=(client, cfg.score_topic, latency_values, rate), daemon=True)
-        feeder.start()
-        latencies = []
-        deadline = time.monotonic() + 120
-        from stream.records import parse_output
-
-        while len(latencies) < n_latency and time.monotonic() < deadline:
-            for record in consumer.poll(5000, 0.2):
-                out = parse_output(record.value)
-                if out.id.startswith("lat-"):
-                    latencies.append(out.latency_ms + (record.timestamp_ms / 1000.0 - out.scored_at) * 1000.0)
-        feeder.join()
-        consumer.close()
-        stop.set()
-        thread.join(60)
+        process = serve_process(cfg, f"{state_dir}/serve.log")
+        try:
+            outputs = read_outputs(client, cfg.output_topic, len(score), timeout=600)
+            stamps = np.array(sorted(r.timestamp_ms for r in outputs), dtype=np.float64)
+            throughput = (len(stamps) - 1) / max((stamps[-1] - stamps[0]) / 1000.0, 1e-9) if len(stamps) > 1 else 0.0
+            # latency at a steady rate below the throughput
+            rate = max(200.0, 0.5 * throughput)
+            n_latency = int(min(len(score), rate * 8))
+            latency_values = [encode_score(ScoreRecord(id=f"lat-{i}", text=json.loads(v)["text"]))
+                              for i, v in enumerate(score[:n_latency])]
+            consumer = client.consumer(None)
+            tps = [TopicPartition(cfg.output_topic, p) for p in range(PARTITIONS)]
+            consumer.assign(tps)
+            for tp, end in consumer.end_offsets(tps).items():
+                consumer.seek(tp, end)
+            feeder = threading.Thread(target=produce, args=(client, cfg.score_topic, latency_values, rate), daemon=True)
+            feeder.start()
+            latencies = []
+            deadline = time.monotonic() + 120
+            while len(latencies) < n_latency and time.monotonic() < deadline:
+                for record in consumer.poll(5000, 0.2):
+                    if record.key and record.key.startswith(b"lat-"):
+                        # produce of the input -> output written: both timestamps are set by producers here
+                        sent_ms = json.loads(record.value)["scored_at"] * 1000.0 - json.loads(record.value)["latency_ms"]
+                        latencies.append(record.timestamp_ms - sent_ms)
+            feeder.join()
+            consumer.close()
+        finally:
+            process.terminate()
+            process.wait(60)
     lat = np.array(latencies) if latencies else np.array([np.nan])
     return {"client": kind, "scored": len(outputs), "docs_per_s": throughput, "latency_rate": rate,
             "latency_docs": len(latencies), "latency_p50_ms": float(np.percentile(lat, 50)),

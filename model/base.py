@@ -24,7 +24,7 @@ import numpy as np
 from . import weighting
 from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
 from .state import CountState
-from .text import Document, Tokenizer, term_counts
+from .text import Document, Tokenizer, batch_term_counts, term_counts
 
 Labels = str | Sequence[str]
 
@@ -275,18 +275,10 @@ class GenerativeTextModel:
         One vocabulary lookup and one set of array operations for the whole
         batch: a single document is a batch of one.
         """
-        all_keys: list[str] = []
-        raw_parts, lengths = [], []
-        tokenizer = self.tokenizer
-        for doc in docs:
-            keys, raw = term_counts(doc, tokenizer)
-            all_keys.extend(keys)
-            raw_parts.append(raw)
-            lengths.append(len(keys))
+        all_keys, raw, lengths = batch_term_counts(docs, self.tokenizer)
         state = self.state
         n_docs = len(lengths)
         terms = np.fromiter(map(state.terms.ids.get, all_keys, repeat(-1)), dtype=np.int64, count=len(all_keys))
-        raw = np.concatenate(raw_parts) if n_docs > 1 else (raw_parts[0] if raw_parts else np.zeros(0))
         owner = np.repeat(np.arange(n_docs), lengths) if n_docs > 1 else np.zeros(len(terms), dtype=np.int64)
         known = terms >= 0
         if known.any():
