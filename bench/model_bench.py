@@ -150,14 +150,19 @@ def many_labels(n_labels: int, seed: int, n_queries: int = 300) -> dict:
     sizes = np.maximum(1, (30.0 / np.arange(1, n_labels + 1) ** 0.8)).astype(int) + 1  # Zipf-like label sizes
     vocab = 50 * n_labels
     topic_words = rng.integers(0, vocab, size=(n_labels, 12))  # each label's own words
-    common = [f"c{i}" for i in range(200)]
+    stop_words = [f"s{i}" for i in range(20)]  # in most documents: Croft-Harper IDF weighs them 0
+    mid_ranks = np.arange(1, 2001)
+    mid_p = 1.0 / mid_ranks / (1.0 / mid_ranks).sum()  # mid-frequency words, Zipf: shared across labels
     docs, labels = [], []
     for label, size in enumerate(sizes.tolist()):
         for _ in range(size):
             chosen = rng.choice(12, size=6, replace=False)
             doc = {f"t{w}": 1.0 for w in topic_words[label, chosen].tolist()}
-            for w in rng.integers(0, 200, size=8).tolist():
-                doc[common[w]] = doc.get(common[w], 0.0) + 1.0
+            for w, present in zip(stop_words, (rng.random(20) < 0.8).tolist()):
+                if present:
+                    doc[w] = 1.0
+            for w in rng.choice(2000, size=2, p=mid_p).tolist():
+                doc[f"m{w}"] = doc.get(f"m{w}", 0.0) + 1.0
             docs.append(doc)
             labels.append(f"l{label}")
     model = MNB("u_jm_tXiX", beta=0.5, phi=0.0, ups_idf=-1.0)  # Croft-Harper IDF: common words weigh 0

@@ -173,3 +173,28 @@ def remove_entries(pair_terms, pair_classes, pair_values,
                 counters[VOCABULARY] -= 1
                 term_hi[t] = 0.0
                 term_lo[t] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def sparse_accumulate(terms, weights, starts, lengths, posting_class, posting_weight, scratch, marked,
+                      touched):  # pragma: no cover - compiled
+    """Sparse accumulator: add one document's posting contributions per class.
+
+    ``scratch`` (values) and ``marked`` (flags) are class-sized and all zero on
+    entry; the classes hit are written to ``touched`` in first-hit order and
+    their count returned. The caller reads ``scratch[touched[:n]]`` and resets
+    those entries: cost O(postings touched), independent of the class count.
+    """
+    n = 0
+    for i in range(terms.shape[0]):
+        w = weights[i]
+        t = terms[i]
+        start = starts[t]
+        for p in range(start, start + lengths[t]):
+            c = posting_class[p]
+            if not marked[c]:
+                marked[c] = True
+                touched[n] = c
+                n += 1
+            scratch[c] += w * posting_weight[p]
+    return n

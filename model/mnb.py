@@ -22,7 +22,7 @@ from sortedcontainers import SortedList
 from . import smoothing
 from .base import GenerativeTextModel, PreparedBatch
 from .index import PostingCache
-from .kernels import accumulate_postings
+from .kernels import accumulate_postings, sparse_accumulate
 from .state import CompensatedSum
 
 #: With at least this many classes, top-k of Jelinek-Mercer models skips the per-class pass (sparse top-k).
@@ -83,10 +83,11 @@ class _PriorIndex:
                 self.power[c] = weight**self.theta
                 self.power_sum.add(self.power[c])
 
-    def best_excluding(self, excluded: set[int], k: int) -> list[int]:
+    def best_excluding(self, excluded, k: int) -> list[int]:
+        """The ``k`` best classes by prior among those with ``excluded[c]`` false."""
         out = []
         for _, c in self.order:
-            if c not in excluded:
+            if not excluded[c]:
                 out.append(c)
                 if len(out) == k:
                     break
@@ -139,6 +140,7 @@ class MNB(GenerativeTextModel):
         self.postings = PostingCache()
         self._class_terms: _ClassTerms | None = None
         self._prior_index: _PriorIndex | None = None
+        self._scratch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # sparse accumulator
 
     # ------------------------------------------------------------ derived values
     def _delta(self) -> float:
@@ -251,33 +253,46 @@ class MNB(GenerativeTextModel):
         length = np.bincount(owner, weights, minlength=n_docs)
         smooth = np.bincount(owner, weights * np.log(self.background(terms)), minlength=n_docs)
         base = length * math.log(self.params["beta"]) + smooth  # the shared part of every score
-        classes, posting_weights, lengths = self.postings.gather(state.arena, terms, state.epoch, self._build_postings)
-        contributions = posting_weights * np.repeat(weights, lengths)
-        keys = np.repeat(owner, lengths) * state.classes.capacity + classes
-        unique_keys, inverse = np.unique(keys, return_inverse=True)
-        sums = np.bincount(inverse, contributions)
-        key_doc = unique_keys // state.classes.capacity
-        key_class = unique_keys % state.classes.capacity
-        log_prior = theta * (np.log(state.cls_docs.get(key_class)) - log_total)
-        key_scores = log_prior + base[key_doc] + sums
-        bounds = np.searchsorted(key_doc, np.arange(n_docs + 1))
+        arena = state.arena
+        self.postings.refresh(arena, terms, state.epoch, self._build_postings)
+        capacity = state.classes.capacity
+        if self._scratch is None or len(self._scratch[0]) < capacity:
+            self._scratch = (np.zeros(capacity), np.zeros(capacity, dtype=np.bool_), np.zeros(capacity, dtype=np.int64))
+        scratch, marked, touched = self._scratch
+        bounds = np.searchsorted(owner, np.arange(n_docs + 1))
         names = state.classes.names
         out = []
         massless = np.array(sorted(index.massless), dtype=np.int64)
+        massless_list = massless.tolist()
         massless_prior = theta * (np.log(state.cls_docs.get(massless)) - log_total)
         for d in range(n_docs):
             lo, hi = bounds[d], bounds[d + 1]
+            hit = sparse_accumulate(terms[lo:hi], weights[lo:hi], arena.start, arena.length, arena.cls,
+                                    self.postings.weight, scratch, marked, touched)
+            doc_classes = touched[:hit].copy()
+            sums = scratch[doc_classes]
+            scratch[doc_classes] = 0.0
+            for c in massless_list:  # scored explicitly too: excluded from the prior-ordered rest
+                marked[c] = True
+            others = index.best_excluding(marked, k)
+            marked[doc_classes] = False
+            marked[massless] = False
+            doc_prior = theta * (np.log(state.cls_docs.get(doc_classes)) - log_total)
             # scored explicitly: classes with postings here, and classes without counts (log a_l = 0)
-            matched = np.concatenate([key_class[lo:hi], massless])
-            scores = np.concatenate([key_scores[lo:hi], massless_prior + smooth[d]])
-            matched_prior = np.concatenate([log_prior[lo:hi], massless_prior])
-            others = index.best_excluding(set(matched.tolist()), k)
+            matched = np.concatenate([doc_classes, massless])
+            scores = np.concatenate([doc_prior + base[d] + sums, massless_prior + smooth[d]])
+            matched_prior = np.concatenate([doc_prior, massless_prior])
             other_scores = theta * (np.log(state.cls_docs.get(np.array(others, dtype=np.int64))) - log_total) + base[d]
             # log of the unmatched classes' total share: log(sum_all p**theta - sum_matched p**theta) + base
             rest = math.exp(log_power_sum) - float(np.exp(matched_prior).sum())
             log_rest = (math.log(rest) + base[d]) if rest > 0 else -math.inf
             peak = max(float(scores.max()) if len(scores) else -math.inf, log_rest)
             log_norm = peak + math.log(float(np.exp(scores - peak).sum()) + math.exp(log_rest - peak))
+            if len(matched) > k:  # only the k best matched can be in the top k: O(matched), no sort
+                best = np.argpartition(-scores, k - 1)[:k]
+                cut = scores[best].min()
+                best = np.flatnonzero(scores >= cut)  # keep ties at the cut, ranked by id below
+                matched, scores = matched[best], scores[best]
             candidate_ids = np.concatenate([matched, np.array(others, dtype=np.int64)])
             candidate_scores = np.concatenate([scores, other_scores])
             order = np.lexsort((candidate_ids, -candidate_scores))[:k]
