@@ -204,9 +204,12 @@ class GenerativeTextModel:
         changed = 0
         batch: list[tuple] = []
         in_batch: set[str] = set()
-        for doc, label, t, doc_id in zip(docs, labels, ts_list, id_list):
+        all_terms, all_counts, lengths = batch_term_counts(docs, self.tokenizer)  # one pass for the batch
+        ends = np.cumsum(lengths).tolist()
+        for doc_label_ts_id, begin, end in zip(zip(labels, ts_list, id_list), [0] + ends[:-1], ends):
+            label, t, doc_id = doc_label_ts_id
             classes = self._class_keys(label)
-            terms, raw = term_counts(doc, self.tokenizer)
+            terms, raw = all_terms[begin:end], all_counts[begin:end]
             key = self._anonymous_id(terms, raw) if doc_id is None else str(doc_id)
             record = self.state.docs.get(key)
             if key in in_batch or record is not None:
