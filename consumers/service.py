@@ -643,6 +643,8 @@ class Service:
             self.metrics.snapshot_failures.inc()
             log.error("snapshot failed; will retry", extra={"error": str(exc), "state_dir": self.config.state_dir})
             return
+        finally:
+            release_free_memory()  # the serialization buffers (a few times the snapshot's size) go back to the OS
         self._since_snapshot = 0
         self._last_snapshot = self._last_snapshot_written = time.time()
         self.metrics.snapshot_written(saved.bytes, time.perf_counter() - started, self._last_snapshot_written)
@@ -704,6 +706,32 @@ def fit_dead_letter(letter: DeadLetter) -> DeadLetter:
         return letter
     return dataclasses.replace(letter, value=value, key=key, headers=headers,
                                detail=f"{letter.detail} [{'; '.join(notes)}]")
+
+
+_malloc_trim = None
+
+
+def release_free_memory() -> None:
+    """Return freed heap memory to the operating system (glibc's ``malloc_trim``; a no-op elsewhere).
+
+    glibc keeps the pages of large freed blocks (such as a snapshot's
+    serialization buffers) and, after the first, stops using mmap for blocks
+    of that size, so without this the resident size creeps up between
+    snapshots to well above what the live data needs (measured in
+    bench/memory_bound.py: about 120 MB at 20,000 documents).
+    """
+    global _malloc_trim
+    if _malloc_trim is None:
+        _malloc_trim = False
+        try:
+            import ctypes
+            import ctypes.util
+
+            _malloc_trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to do
+            pass
+    if _malloc_trim:
+        _malloc_trim(0)
 
 
 def _close_quietly(closable) -> None:
