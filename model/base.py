@@ -321,13 +321,17 @@ class GenerativeTextModel:
         active, names = self.class_names()
         if not len(active):
             raise RuntimeError("the model has not learned any document yet")
-        scores = self._joint_log_scores(self._prepare(list(docs)))
+        return names, self._log_posteriors(self._prepare(list(docs)), active)
+
+    def _log_posteriors(self, batch: PreparedBatch, active: np.ndarray) -> np.ndarray:
+        """Normalized log posteriors over the ``active`` classes (families may fuse this with the kernel)."""
+        scores = self._joint_log_scores(batch)
         if len(active) != scores.shape[1]:
             scores = scores[:, active]
         peak = scores.max(axis=1, keepdims=True)
         scores -= peak
         scores -= np.log(np.exp(scores).sum(axis=1, keepdims=True))
-        return names, scores
+        return scores
 
     def predict_proba_many(self, docs: Iterable[Document]) -> list[dict]:
         classes, log_post = self.predict_log_proba_many(docs)

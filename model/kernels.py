@@ -198,3 +198,47 @@ def sparse_accumulate(terms, weights, starts, lengths, posting_class, posting_we
                 n += 1
             scratch[c] += w * posting_weight[p]
     return n
+
+
+@njit(cache=True, nogil=True)
+def dense_log_posterior(n_docs, owner, terms, weights, log_background, starts, lengths, posting_class,
+                        posting_weight, active, log_prior, log_a, out):  # pragma: no cover - compiled
+    """Normalized log posteriors of a batch over the ``active`` class ids (MODEL.md section 5).
+
+    ``out[d, j] = score(active[j]) - logsumexp(score)`` with
+    ``score(l) = theta log p(l) + |w|_1 log a_l + sum_n w_n log p_b(n) + sum_postings w_n w(l, n)``.
+    """
+    n_active = active.shape[0]
+    capacity = log_prior.shape[0]
+    matched = np.zeros(capacity)
+    i = 0
+    for d in range(n_docs):
+        length = 0.0
+        smooth = 0.0
+        start_i = i
+        while i < terms.shape[0] and owner[i] == d:
+            length += weights[i]
+            smooth += weights[i] * log_background[i]
+            i += 1
+        for j in range(start_i, i):
+            w = weights[j]
+            t = terms[j]
+            for p in range(starts[t], starts[t] + lengths[t]):
+                matched[posting_class[p]] += w * posting_weight[p]
+        peak = -np.inf
+        for j in range(n_active):
+            c = active[j]
+            score = ((log_prior[c] + length * log_a[c]) + smooth) + matched[c]
+            out[d, j] = score
+            if score > peak:
+                peak = score
+        total = 0.0
+        for j in range(n_active):
+            total += np.exp(out[d, j] - peak)
+        log_norm = peak + np.log(total)
+        for j in range(n_active):
+            out[d, j] -= log_norm
+        for j in range(start_i, i):  # reset only what was touched
+            t = terms[j]
+            for p in range(starts[t], starts[t] + lengths[t]):
+                matched[posting_class[p]] = 0.0

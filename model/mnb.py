@@ -22,7 +22,7 @@ from sortedcontainers import SortedList
 from . import smoothing
 from .base import GenerativeTextModel, PreparedBatch
 from .index import PostingCache
-from .kernels import accumulate_postings, sparse_accumulate
+from .kernels import accumulate_postings, dense_log_posterior, sparse_accumulate
 from .state import CompensatedSum
 
 #: With at least this many classes, top-k of Jelinek-Mercer models skips the per-class pass (sparse top-k).
@@ -298,6 +298,18 @@ class MNB(GenerativeTextModel):
             order = np.lexsort((candidate_ids, -candidate_scores))[:k]
             out.append([(self._class_name(names[c]), math.exp(s - log_norm))
                         for c, s in zip(candidate_ids[order].tolist(), candidate_scores[order].tolist())])
+        return out
+
+    def _log_posteriors(self, batch: PreparedBatch, active: np.ndarray) -> np.ndarray:
+        if self.family != "mnb":  # TDM adds document-level terms to the kernel
+            return super()._log_posteriors(batch, active)
+        state = self.state
+        derived = self.class_terms()
+        self.postings.refresh(state.arena, batch.terms, state.epoch, self._build_postings)
+        out = np.empty((batch.n_docs, len(active)))
+        dense_log_posterior(batch.n_docs, batch.owner, batch.terms, batch.weights, np.log(self.background(batch.terms)),
+                            state.arena.start, state.arena.length, state.arena.cls, self.postings.weight, active,
+                            derived.log_prior, derived.log_a, out)
         return out
 
     def stats(self) -> dict[str, Any]:
