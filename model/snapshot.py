@@ -125,31 +125,34 @@ def dumps(model: GenerativeTextModel, extra: dict[str, Any] | None = None) -> by
         total = getattr(state, name)
         scalars[name] = [total.hi, total.lo]
     scalars.update(arena_used=arena.used, arena_garbage=arena.garbage)
+    names = sorted(arrays)
     digest = hashlib.sha256()
-    buffers: dict[str, bytes] = {}
-    for name in sorted(arrays):
-        out = io.BytesIO()
-        np.save(out, arrays[name], allow_pickle=False)
-        buffers[name] = out.getvalue()
-        digest.update(name.encode())
-        digest.update(buffers[name])
-    meta = {
-        "format": FORMAT,
-        "version": VERSION,
-        "config": model_config(model),
-        "clock": state.clock.to_dict(),
-        "scalars": scalars,
-        "model_extra": model._snapshot_meta(),
-        "extra": extra or {},
-        "arrays": sorted(arrays),
-        "content_sha256": digest.hexdigest(),
-        "state_checksum": state_checksum(model),
-    }
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as archive:
-        archive.writestr("meta.json", json.dumps(meta, sort_keys=True, allow_nan=True))
-        for name, data in buffers.items():
+        # One array at a time, each copy dropped once written: the transient memory of a snapshot
+        # stays near twice its size (the archive, and the bytes returned) instead of four times.
+        for name in names:
+            buffer = io.BytesIO()
+            np.save(buffer, arrays.pop(name), allow_pickle=False)
+            data = buffer.getvalue()
+            del buffer
+            digest.update(name.encode())
+            digest.update(data)
             archive.writestr(f"{name}.npy", data)
+            del data
+        meta = {
+            "format": FORMAT,
+            "version": VERSION,
+            "config": model_config(model),
+            "clock": state.clock.to_dict(),
+            "scalars": scalars,
+            "model_extra": model._snapshot_meta(),
+            "extra": extra or {},
+            "arrays": names,
+            "content_sha256": digest.hexdigest(),
+            "state_checksum": state_checksum(model),
+        }
+        archive.writestr("meta.json", json.dumps(meta, sort_keys=True, allow_nan=True))  # last: needs the hash
     return out.getvalue()
 
 
