@@ -127,23 +127,35 @@ class Runner:
     def __init__(self, work: Path, resume: bool) -> None:
         self.work, self.resume = work, resume
         self.work.mkdir(parents=True, exist_ok=True)
-        self.seconds: dict[str, float] = {}
+        # seconds per output file, kept across --resume runs so the page can state what a full run costs
+        self.timings_path = self.work / "timings.json"
+        self.seconds: dict[str, float] = (json.loads(self.timings_path.read_text(encoding="utf-8"))
+                                          if resume and self.timings_path.is_file() else {})
+        self.used: list[str] = []
 
     def path(self, name: str) -> Path:
         return self.work / name
 
     def run(self, shown: list[str], argv: list[str], output: Path) -> dict | list:
         """Run ``argv`` (the real form of the ``shown`` command) unless ``output`` exists and resuming."""
+        self.used.append(output.name)
         if not (self.resume and output.is_file()):
             print(f"$ {shlex.join(shown)}", file=sys.stderr, flush=True)
             started = time.perf_counter()
             done = subprocess.run(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            self.seconds[str(output)] = time.perf_counter() - started
             if done.returncode != 0:
                 raise RuntimeError(f"command failed ({done.returncode}): {shlex.join(shown)}\n{done.stderr[-3000:]}")
+            self.seconds[output.name] = round(time.perf_counter() - started, 1)
+            self.timings_path.write_text(json.dumps(self.seconds, indent=1, sort_keys=True), encoding="utf-8")
             for line in done.stdout.splitlines()[:3]:
                 print(f"  {line}", file=sys.stderr)
         return json.loads(output.read_text(encoding="utf-8"))
+
+    def step_seconds(self) -> float | None:
+        """Total time of the steps behind this page, if every one was timed."""
+        if not all(name in self.seconds for name in self.used):
+            return None
+        return sum(self.seconds[name] for name in self.used)
 
     def sgm(self, args: list[str], output: Path) -> dict:
         return self.run(["sgm", *args], [sys.executable, "-m", "consumers.cli", *args], output)
@@ -168,14 +180,14 @@ def run_entry(entry: Entry, runner: Runner, search: tuple[int, int] | None, done
     if tdm_available() and entry.mode == "split" and entry.data != "reuters21578":
         candidates += list(TDM_CANDIDATES)  # single-label split sets only (time)
     ours = []
+    if entry.config_from:
+        candidates = [done[entry.config_from]["best"]["candidate"]]
     for candidate in candidates:
         stem = f"{entry.key}-{candidate.stem}"
         started = time.perf_counter()
         commands = []
         if entry.config_from:
-            source = done[entry.config_from]["best"]
-            candidate = source["candidate"]
-            summary, params = None, source["tuned"]["config"]["params"]
+            summary, params = None, done[entry.config_from]["best"]["tuned"]["config"]["params"]
         else:
             config, tune_json = runner.path(f"{stem}.config.json"), runner.path(f"{stem}.tune.json")
             size = candidate.search if (candidate.search and not search) else (iters, points)
@@ -197,8 +209,6 @@ def run_entry(entry: Entry, runner: Runner, search: tuple[int, int] | None, done
                                  runner.path(f"{stem}.default.json"))
         ours.append({"candidate": candidate, "summary": summary, "tuned": tuned, "default": default,
                      "commands": commands, "wall": round(time.perf_counter() - started, 1)})
-        if entry.config_from:
-            break
     peers_json = runner.path(f"{entry.key}.peers.json")
     peer_args = [*entry.data_args(), *entry.dev_args]
     peer_rows = runner.peers([*peer_args, "--json", str(peers_json)], peers_json)
@@ -240,7 +250,7 @@ def dataset_section(result: dict) -> list[str]:
     measure = primary(entry, multi)
     two_labels = best["tuned"].get("roc_auc") is not None
     iters, points = result["search"]
-    how = ("Not tuned again." if entry.config_from else
+    how = ("" if entry.config_from else
            f"Search {iters}x{points} per candidate unless the search column below says otherwise; ours = the candidate "
            f"with the best dev score (✓).")
     lines = [f"### {entry.data} — {entry.mode}", "", f"{entry.note}. {how}", ""]
@@ -276,9 +286,11 @@ def dataset_section(result: dict) -> list[str]:
                                                       for s in r["test_by_setting"]) for r in nb) + "."]
     tuned_rows = [o for o in result["ours"] if o["summary"]]
     if tuned_rows:
+        where = "test" if entry.mode == "split" else "stream"
         lines += ["", "Dev default → dev tuned (the search starts from the documented defaults of "
-                  "`model.spec.PARAMS`), and the test score of each configuration:", "",
-                  "| candidate | dev default | dev tuned | test default | test tuned | search |",
+                  "`model.spec.PARAMS`), and the " + ("test score" if entry.mode == "split" else
+                  "score over the whole stream (whose first part was the dev stream)") + " of each configuration:", "",
+                  f"| candidate | dev default | dev tuned | {where} default | {where} tuned | search |",
                   "|---|---|---|---|---|---|"]
         for ours in tuned_rows:
             s = ours["summary"]
@@ -338,6 +350,26 @@ def split_summary(results: list[dict]) -> list[str]:
     return lines
 
 
+def transfer_notes(results: list[dict]) -> list[str]:
+    """Candidates whose tuned numbers scored better on dev but worse on the evaluation data than the defaults."""
+    notes = []
+    for result in results:
+        entry = result["entry"]
+        measure = "micro_f1" if entry.data == "reuters21578" else "accuracy"
+        for ours in result["ours"]:
+            s = ours["summary"]
+            if s and ours["default"] and ours["tuned"][measure] < ours["default"][measure]:
+                notes.append(f"- {entry.data} ({entry.mode}) `{ours['candidate'].label}`: dev {s['dev_default']:.4f} → "
+                             f"{s['dev_tuned']:.4f}, but {'test' if entry.mode == 'split' else 'stream'} "
+                             f"{ours['default'][measure]:.4f} → {ours['tuned'][measure]:.4f}")
+    if not notes:
+        return []
+    return ["## Where tuning did not carry over", "",
+            "The search improved the dev score of every candidate; for these the tuned numbers nevertheless do "
+            "worse on the evaluation data than the defaults (dev data carved from the training side does not "
+            "always behave like the later test split):", "", *notes, ""]
+
+
 def stream_summary(results: list[dict]) -> list[str]:
     rows = [r for r in results if r["entry"].mode == "prequential" and r["best"]["tuned"].get("roc_auc") is not None]
     if not rows:
@@ -359,7 +391,7 @@ def stream_summary(results: list[dict]) -> list[str]:
     return lines + [""]
 
 
-def write_page(results: list[dict], out: Path, wall_seconds: float, search: tuple[int, int] | None) -> None:
+def write_page(results: list[dict], out: Path, step_seconds: float | None, search: tuple[int, int] | None) -> None:
     import numpy
     import sklearn
 
@@ -383,7 +415,10 @@ def write_page(results: list[dict], out: Path, wall_seconds: float, search: tupl
         "",
         f"Generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} by `python -m bench.results"
         f"{'' if search is None else f' --search {search[0]}x{search[1]}'}` on {os.cpu_count()} cores "
-        f"({platform.machine()}); total wall time {wall_seconds / 60:.1f} min. {versions}.",
+        f"({platform.machine()}); "
+        + (f"the steps behind it take {step_seconds / 60:.0f} min in all (one after another, each using both "
+           f"cores)" if step_seconds is not None else "step times not recorded (a --resume of an older run)")
+        + f". {versions}. Throughput columns are single-core and depend on the machine's load at the time.",
         "",
         "How to read it: `docs/EVALUATION.md` defines the protocols and measures. Every score of ours is of a "
         "configuration tuned on development data carved from the training side (or the first quarter of a "
@@ -397,6 +432,7 @@ def write_page(results: list[dict], out: Path, wall_seconds: float, search: tupl
     ]
     lines += split_summary(results)
     lines += stream_summary(results)
+    lines += transfer_notes(results)
     lines += ["## Per dataset", ""]
     for result in results:
         lines += dataset_section(result)
@@ -426,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {entry.key}", file=sys.stderr, flush=True)
         done[entry.key] = run_entry(entry, runner, search, done)
         results.append(done[entry.key])
-    write_page(results, Path(args.out), time.perf_counter() - started, search)
+    write_page(results, Path(args.out), runner.step_seconds(), search)
     print(f"wrote {args.out} ({(time.perf_counter() - started) / 60:.1f} min)", file=sys.stderr)
     return 0
 
