@@ -29,6 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ..chaos import CampaignConfig
 
     d = CampaignConfig()
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.description = __doc__
     parser.add_argument("--records", type=int, default=d.records,
                         help=f"at least this many training and this many scoring records (default {d.records})")
     parser.add_argument("--kills", type=int, default=d.kills, help=f"SIGKILLs of random processes (default {d.kills})")
