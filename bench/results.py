@@ -56,8 +56,10 @@ class Candidate:
         return self.spec + ("-bigrams" if "--ngrams" in self.options else "")
 
 
-#: The thesis's extended MNB, and the same smoothing on raw counts.
-SPLIT_CANDIDATES = (Candidate("uc_pd_dp_tXiX_ps"), Candidate("uc_pd_jm_dp_ps"))
+#: The thesis's extended MNB, the same smoothing on raw counts, Pitman-Yor alone and plain Jelinek-Mercer
+#: (the two simplest, most robust families), each with prior scaling; ours = the best on dev.
+SPLIT_CANDIDATES = (Candidate("uc_pd_dp_tXiX_ps"), Candidate("uc_pd_jm_dp_ps"), Candidate("uc_pd_dp_ps"),
+                    Candidate("u_jm_ps"))
 #: Spam streams: raw counts, and word bigrams with linear (fast to update) smoothing.
 STREAM_CANDIDATES = (Candidate("uc_pd_jm_dp_ps"), Candidate("uc_jm_dp_ps", ("--ngrams", "2")))
 #: Added when the TDM module exists.
