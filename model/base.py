@@ -284,12 +284,15 @@ class GenerativeTextModel:
         terms = np.fromiter(map(state.terms.ids.get, all_keys, repeat(-1)), dtype=np.int64, count=len(all_keys))
         owner = np.repeat(np.arange(n_docs), lengths) if n_docs > 1 else np.zeros(len(terms), dtype=np.int64)
         known = terms >= 0
-        if known.any():
-            known[known] = state.arena.length[terms[known]] > 0  # seen = has counts under some class
+        if known.all():  # the common case: every term is in the vocabulary
+            known = state.arena.length[terms] > 0  # seen = has counts under some class
+        elif known.any():
+            known[known] = state.arena.length[terms[known]] > 0
         kind = self.spec.weighting
         if kind is not None:
             distinct = np.asarray(lengths, dtype=np.float64)[owner[known]]
-        terms, raw, owner = terms[known], raw[known], owner[known]
+        if not known.all():
+            terms, raw, owner = terms[known], raw[known], owner[known]
         if kind is None or not len(terms):
             return PreparedBatch(terms, raw, owner, n_docs)
         idf_values = weighting.idf(state.total_docs.value, state.term_df.get(terms), self.params.get("ups_idf", 0.0))

@@ -118,6 +118,9 @@ def batch_term_counts(docs, tokenizer: Tokenizer) -> tuple[list[str], np.ndarray
         raise ValueError("term counts must be numbers")
     if set(map(type, all_terms)) - {str} and not all(isinstance(t, str) for t in all_terms):
         raise TypeError("terms must be strings")
+    positive = values > 0  # False for zero, negative and NaN
+    if positive.all() and len(values) and values.max() < np.inf:  # the common case: one pass, one max
+        return all_terms, values, lengths
     if not np.isfinite(values).all() or (values < 0).any():
         raise ValueError("term counts must be finite and non-negative")
     if not values.all():  # zero counts are dropped
