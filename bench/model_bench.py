@@ -98,7 +98,7 @@ def throughput(n_labels: int, n_train: int, n_test: int, seed: int) -> dict:
     vectorizer = DictVectorizer().fit(docs)
     classes = sorted(set(labels))
     sk_online = SkNB(alpha=0.1)
-    sk_sample = train[: min(len(train), 1000)]  # partial_fit costs O(labels x vocabulary) per call
+    sk_sample = train[: max(50, min(len(train), 200_000 // n_labels))]  # partial_fit costs O(labels x vocabulary) per call
     out["sklearn_partial_fit_one_s"] = timed(
         lambda item: sk_online.partial_fit(vectorizer.transform([item[0]]), [item[1]], classes=classes), sk_sample)
     start = clock()
