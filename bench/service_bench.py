@@ -32,6 +32,7 @@ import time
 import uuid
 
 import numpy as np
+import orjson
 
 from consumers.config import ServiceConfig
 from stream.broker import EmbeddedBroker
@@ -90,10 +91,15 @@ def ceiling(client, values: list[bytes]) -> float:
 
 
 def read_outputs(client, topic: str, n: int, timeout: float) -> list:
+    """The ``n`` output records, read once they are all written (reading them while the
+    service runs would take CPU from it: this machine has two cores)."""
     consumer = client.consumer(None)
-    consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
-    records: list = []
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    consumer.assign(tps)
     deadline = time.monotonic() + timeout
+    while sum(consumer.end_offsets(tps).values()) < n and time.monotonic() < deadline:
+        time.sleep(0.5)
+    records: list = []
     while len(records) < n and time.monotonic() < deadline:
         records.extend(consumer.poll(5000, 0.5))
     consumer.close()
@@ -144,15 +150,18 @@ def service_run(kind: str, bootstrap: str, train: list[bytes], score: list[bytes
                 consumer.seek(tp, end)
             feeder = threading.Thread(target=produce, args=(client, cfg.score_topic, latency_values, rate), daemon=True)
             feeder.start()
-            latencies = []
+            latencies, arrivals = [], []
             deadline = time.monotonic() + 120
             while len(latencies) < n_latency and time.monotonic() < deadline:
                 for record in consumer.poll(5000, 0.2):
                     if record.key and record.key.startswith(b"lat-"):
                         # produce of the input -> output written: both timestamps are set by producers here
-                        sent_ms = json.loads(record.value)["scored_at"] * 1000.0 - json.loads(record.value)["latency_ms"]
+                        output = orjson.loads(record.value)
+                        sent_ms = output["scored_at"] * 1000.0 - output["latency_ms"]
                         latencies.append(record.timestamp_ms - sent_ms)
+                        arrivals.append(time.perf_counter())
             feeder.join()
+            print("latency by quarter (ms):", [round(float(np.median(q)), 1) for q in np.array_split(np.array(latencies), 4)] if latencies else None, flush=True)
             consumer.close()
         finally:
             process.terminate()

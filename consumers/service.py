@@ -38,9 +38,8 @@ from stream.records import (
     InvalidRecord,
     Limits,
     Op,
-    OutputRecord,
     encode_dead_letter,
-    encode_output,
+    encode_outputs,
     parse_dead_letter,
     parse_score,
     parse_train,
@@ -502,20 +501,25 @@ class Service:
                                                   partition=record.partition, offset=record.offset,
                                                   headers=record.headers))
         parsed_at = time.perf_counter()
-        results = self._rank([p.text if p.text is not None else p.terms for _, p in valid]) if valid else []
+        docs = [p.text if p.text is not None else p.terms for _, p in valid]
+        top_labels, top_p, labels = self._rank(docs) if valid else ([], np.empty((0, 0)), [])
         scored_at_perf = time.perf_counter()
         now = time.time()
-        info = self.model_info()
         send = self.producer.send
-        predicted: list[str] = []
-        for (record, parsed), (top_k, labels) in zip(valid, results):
-            latency = now - record.timestamp_ms / 1000.0 if record.timestamp_ms else 0.0
-            output = OutputRecord.from_scores(parsed.id, top_k, model=info, latency_ms=max(latency, 0.0) * 1000.0,
-                                              labels=labels, scored_at=now, ts=parsed.ts)
-            send(cfg.output_topic, encode_output(output), key=parsed.id.encode("utf-8"))
-            if top_k:
-                self._remember(parsed.id, frozenset(labels) if model.multilabel == "powerset" else top_k[0][0])
-                predicted.append(top_k[0][0])
+        ids = [parsed.id for _, parsed in valid]
+        latencies = [max(now - record.timestamp_ms / 1000.0, 0.0) * 1000.0 if record.timestamp_ms else 0.0
+                     for record, _ in valid]
+        values = encode_outputs(ids, top_labels, top_p, labels, model=self.model_info(), scored_at=now,
+                                latency_ms=latencies, ts=[parsed.ts for _, parsed in valid])
+        output_topic = cfg.output_topic
+        for doc_id, value in zip(ids, values):
+            send(output_topic, value, key=doc_id.encode("utf-8"))
+        predicted = [names[0] for names in top_labels if names]
+        if predicted:
+            powerset = model.multilabel == "powerset"
+            for doc_id, names, chosen in zip(ids, top_labels, labels):
+                if names:
+                    self._remember(doc_id, frozenset(chosen) if powerset else names[0])
         self._send_dead_letters(dead)
         produced_at = time.perf_counter()
         self._stage = "score_flush"
@@ -549,27 +553,28 @@ class Service:
         metrics.batch_seconds.labels("produce").observe(produced_at - scored_at_perf)
         metrics.batch_seconds.labels("ack_commit").observe(done - produced_at)
 
-    def _rank(self, docs: list) -> list[tuple[list[tuple[str, float]], list[str]]]:
-        """(top-k with posteriors, output labels) per document; empty before any training."""
+    def _rank(self, docs: list) -> tuple[list[list[str]], np.ndarray, list[list[str]]]:
+        """Per document: the top-k label names, their posteriors (one array row each) and the output labels.
+
+        Empty top-k lists before any training.
+        """
         model, cfg = self.model, self.config
         if len(model) == 0:
-            return [([], []) for _ in docs]
+            return [[] for _ in docs], np.empty((len(docs), 0)), [[] for _ in docs]
         classes, log_post = model.predict_log_proba_many(docs)
         top = top_k_indices(log_post, cfg.top_k)
-        probs = np.exp(np.take_along_axis(log_post, top, axis=1)).tolist()
+        probs = np.exp(np.take_along_axis(log_post, top, axis=1))
         names = [("+".join(c) if isinstance(c, tuple) else c) for c in classes]
-        out = []
+        top_names = [[names[i] for i in row] for row in top.tolist()]
         threshold = cfg.label_threshold
-        for row, row_top, row_p in zip(log_post, top.tolist(), probs):
-            top_k = [(names[i], p) for i, p in zip(row_top, row_p)]
-            if model.multilabel == "powerset":
-                labels = list(classes[row_top[0]])
-            elif threshold is not None:
-                labels = [names[i] for i in np.flatnonzero(row >= np.log(threshold)).tolist()]
-            else:
-                labels = [top_k[0][0]]
-            out.append((top_k, labels))
-        return out
+        if model.multilabel == "powerset":
+            labels = [list(classes[row[0]]) for row in top.tolist()]
+        elif threshold is not None:
+            above = log_post >= np.log(threshold)
+            labels = [[names[i] for i in np.flatnonzero(row).tolist()] for row in above]
+        else:
+            labels = [row[:1] for row in top_names]
+        return top_names, probs, labels
 
     def _remember(self, doc_id: str, label: str) -> None:
         recent = self._recent

@@ -24,7 +24,7 @@ import numpy as np
 from . import weighting
 from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
 from .state import CountState
-from .text import Document, Tokenizer, batch_term_counts, term_counts
+from .text import Document, Tokenizer, batch_known_terms, batch_term_counts, term_counts
 
 Labels = str | Sequence[str]
 
@@ -278,8 +278,16 @@ class GenerativeTextModel:
         One vocabulary lookup and one set of array operations for the whole
         batch: a single document is a batch of one.
         """
-        all_keys, raw, lengths = batch_term_counts(docs, self.tokenizer)
         state = self.state
+        kind = self.spec.weighting
+        if kind is None and all(type(doc) is str for doc in docs):
+            # Text with raw counts: only known terms matter, so skip per-document counters.
+            owner, terms, raw = batch_known_terms(docs, self.tokenizer, state.terms.ids)
+            seen = state.arena.length[terms] > 0  # has counts under some class
+            if not seen.all():
+                owner, terms, raw = owner[seen], terms[seen], raw[seen]
+            return PreparedBatch(terms, raw, owner, len(docs))
+        all_keys, raw, lengths = batch_term_counts(docs, self.tokenizer)
         n_docs = len(lengths)
         terms = np.fromiter(map(state.terms.ids.get, all_keys, repeat(-1)), dtype=np.int64, count=len(all_keys))
         owner = np.repeat(np.arange(n_docs), lengths) if n_docs > 1 else np.zeros(len(terms), dtype=np.int64)
@@ -288,7 +296,6 @@ class GenerativeTextModel:
             known = state.arena.length[terms] > 0  # seen = has counts under some class
         elif known.any():
             known[known] = state.arena.length[terms[known]] > 0
-        kind = self.spec.weighting
         if kind is not None:
             distinct = np.asarray(lengths, dtype=np.float64)[owner[known]]
         if not known.all():

@@ -8,7 +8,8 @@ from __future__ import annotations
 import string
 from collections import Counter
 from dataclasses import dataclass
-from typing import Mapping, Union
+from itertools import repeat
+from typing import Mapping, Sequence, Union
 
 import numpy as np
 
@@ -19,6 +20,10 @@ Document = Union[str, Mapping[str, float]]
 # str.translate + str.split run in C: about 4x faster than a regular expression.
 _SEPARATORS = {ord(c): " " for c in string.punctuation + "“”„‘‚«»‹›—–…·•¡¿\u00a0"}
 _SEPARATORS.update({ord("'"): None, ord("’"): None})
+# The same mapping for ASCII text as a byte table: bytes.translate is a table lookup per
+# byte, several times faster than str.translate's per-character dict lookups.
+_ASCII_TABLE = bytes(32 if chr(b) in string.punctuation else b for b in range(256))
+_ASCII_DELETE = b"'"
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,10 @@ class Tokenizer:
     def tokens(self, text: str) -> list[str]:
         if self.lowercase:
             text = text.lower()
-        words = text.translate(_SEPARATORS).split()
+        if text.isascii():  # str.split after decoding: the same whitespace rules as the general path
+            words = text.encode("ascii").translate(_ASCII_TABLE, _ASCII_DELETE).decode("ascii").split()
+        else:
+            words = text.translate(_SEPARATORS).split()
         limit = self.max_token_length
         if words and max(map(len, words)) > limit:
             words = [w for w in words if len(w) <= limit]
@@ -130,6 +138,36 @@ def batch_term_counts(docs, tokenizer: Tokenizer) -> tuple[list[str], np.ndarray
         all_terms = [t for t, k in zip(all_terms, keep.tolist()) if k]
         values = values[keep]
     return all_terms, values, lengths
+
+
+def batch_known_terms(texts: Sequence[str], tokenizer: Tokenizer,
+                      vocabulary: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Term ids and counts of many texts, keeping only terms in ``vocabulary``.
+
+    Returns ``(owner, term_ids, counts)`` sorted by (document, term id): the
+    documents' distinct known terms, concatenated. Scoring needs nothing
+    else, so the tokens are looked up directly and counted by one sort for the
+    whole batch instead of a counter per document.
+
+    >>> batch_known_terms(["b a b zzz", "a"], Tokenizer(), {"a": 0, "b": 1})
+    (array([0, 0, 1]), array([0, 1, 0]), array([1., 2., 1.]))
+    """
+    get = vocabulary.get
+    tokens = tokenizer.tokens
+    ids: list[int] = []
+    lengths: list[int] = []
+    for text in texts:
+        before = len(ids)
+        ids.extend(map(get, tokens(text), repeat(-1)))
+        lengths.append(len(ids) - before)
+    all_ids = np.array(ids, dtype=np.int64)
+    owner = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    known = all_ids >= 0
+    if not known.all():
+        all_ids, owner = all_ids[known], owner[known]
+    span = int(all_ids.max()) + 1 if len(all_ids) else 1
+    keys, counts = np.unique(owner * span + all_ids, return_counts=True)
+    return keys // span, keys % span, counts.astype(np.float64)
 
 
 def term_counts(doc: Document, tokenizer: Tokenizer) -> tuple[list[str], np.ndarray]:

@@ -26,9 +26,10 @@ import json
 import math
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import orjson
 from datetime import datetime, timezone
 from typing import Any
@@ -692,6 +693,43 @@ def encode_output(record: OutputRecord) -> bytes:
     # orjson: about 5x faster than json.dumps here; it would write NaN as null, which the
     # checks above rule out (the model mapping holds ints and strings)
     return orjson.dumps(obj)
+
+
+def encode_outputs(ids: Sequence[str], top_labels: Sequence[Sequence[str]], top_p: np.ndarray,
+                   labels: Sequence[Sequence[str]], *, model: Mapping[str, Any], scored_at: float,
+                   latency_ms: Sequence[float], ts: Sequence[float | None]) -> list[bytes]:
+    """Serialize a batch of output records: the same bytes as :func:`encode_output` on each.
+
+    ``top_p`` has one row per record (its ``top_labels``' posteriors, best
+    first); the checks run once on the whole array instead of per value.
+
+    >>> one = OutputRecord.from_scores("q1", [("spam", 0.9), ("ham", 0.1)], model={"v": 1},
+    ...                                scored_at=5.0, latency_ms=1.5, ts=2.0)
+    >>> encode_outputs(["q1"], [["spam", "ham"]], np.array([[0.9, 0.1]]), [["spam"]], model={"v": 1},
+    ...                scored_at=5.0, latency_ms=[1.5], ts=[2.0]) == [encode_output(one)]
+    True
+    """
+    top_p = np.asarray(top_p, dtype=np.float64)
+    if top_p.size and not ((top_p >= -_P_SLACK) & (top_p <= 1.0 + _P_SLACK)).all():  # also rejects NaN
+        raise ValueError("a posterior is not a probability")
+    latencies = [float(x) for x in latency_ms]
+    if not math.isfinite(scored_at) or not all(map(math.isfinite, latencies)):
+        raise ValueError("scored_at and latency_ms must be finite")
+    if not all(t is None or math.isfinite(t) for t in ts):
+        raise ValueError("ts must be finite")
+    model = dict(model)
+    scored_at = float(scored_at)
+    out = []
+    dumps = orjson.dumps
+    for doc_id, names, row, chosen, latency, t in zip(ids, top_labels, np.clip(top_p, 0.0, 1.0).tolist(), labels,
+                                                      latencies, ts):
+        obj: dict[str, Any] = {"id": doc_id, "labels": list(chosen),
+                               "top_k": [{"label": n, "p": p} for n, p in zip(names, row)],
+                               "model": model, "scored_at": scored_at, "latency_ms": latency}
+        if t is not None:
+            obj["ts"] = float(t)
+        out.append(dumps(obj))
+    return out
 
 
 def _require(obj: Mapping[str, Any], name: str, kind: type | tuple[type, ...], what: str) -> Any:

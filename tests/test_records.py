@@ -238,6 +238,37 @@ def test_output_record():
     assert info.value.reason is Reason.MISSING_FIELD
 
 
+@given(st.lists(st.tuples(st.text(max_size=8), st.integers(1, 3), st.floats(0, 1e6), st.none() | st.floats(-1e9, 1e9)),
+                max_size=5),
+       st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3))
+def test_batch_output_encoding_equals_one_by_one(rows, probs):
+    import numpy as np
+
+    from stream.records import encode_outputs
+
+    ids = [r[0] for r in rows]
+    top_labels = [[f"l{j}" for j in range(r[1])] for r in rows]
+    matrix = np.array([probs for _ in rows]).reshape(len(rows), 3)
+    batch = []  # one record per call, each with its own k
+    for (doc_id, k, latency, ts), names, row in zip(rows, top_labels, matrix):
+        batch += encode_outputs([doc_id], [names], row[None, :k], [names[:1]], model={"v": 1}, scored_at=7.5,
+                                latency_ms=[latency], ts=[ts])
+    one = [encode_output(OutputRecord.from_scores(doc_id, list(zip(names, row[:k].tolist())), model={"v": 1},
+                                                  scored_at=7.5, latency_ms=latency, ts=ts))
+           for (doc_id, k, latency, ts), names, row in zip(rows, top_labels, matrix)]
+    assert batch == one
+    if rows:
+        same_k = [(r, n, p) for r, n, p in zip(rows, top_labels, matrix) if r[1] == rows[0][1]]
+        together = encode_outputs([r[0] for r, _, _ in same_k], [n for _, n, _ in same_k],
+                                  np.array([p[: rows[0][1]] for _, _, p in same_k]), [n[:1] for _, n, _ in same_k],
+                                  model={"v": 1}, scored_at=7.5, latency_ms=[r[2] for r, _, _ in same_k],
+                                  ts=[r[3] for r, _, _ in same_k])
+        assert together == [o for o, (r, _) in zip(one, zip(rows, top_labels)) if r[1] == rows[0][1]]
+    for bad in (np.nan, 1.5, -0.1):
+        with pytest.raises(ValueError):
+            encode_outputs(["q"], [["a"]], np.array([[bad]]), [["a"]], model={}, scored_at=1.0, latency_ms=[0.0], ts=[None])
+
+
 def test_dead_letter_keeps_original_bytes():
     raw = b'\xff\x00{"not": json'
     with pytest.raises(InvalidRecord) as info:
