@@ -23,6 +23,7 @@ import numpy as np
 
 from . import weighting
 from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
+from .kernels import keep_seen_terms
 from .state import CountState
 from .text import Document, Tokenizer, batch_known_terms, batch_term_counts, term_counts
 
@@ -280,7 +281,7 @@ class GenerativeTextModel:
         """
         state = self.state
         kind = self.spec.weighting
-        if kind is None and all(type(doc) is str for doc in docs):
+        if kind is None and docs and set(map(type, docs)) == {str}:
             # Text with raw counts: only known terms matter, so skip per-document counters.
             owner, terms, raw = batch_known_terms(docs, self.tokenizer, state.terms.ids)
             seen = state.arena.length[terms] > 0  # has counts under some class
@@ -289,17 +290,16 @@ class GenerativeTextModel:
             return PreparedBatch(terms, raw, owner, len(docs))
         all_keys, raw, lengths = batch_term_counts(docs, self.tokenizer)
         n_docs = len(lengths)
-        terms = np.fromiter(map(state.terms.ids.get, all_keys, repeat(-1)), dtype=np.int64, count=len(all_keys))
+        terms = np.array(list(map(state.terms.ids.get, all_keys, repeat(-1))), dtype=np.int64)  # faster than fromiter
         owner = np.repeat(np.arange(n_docs), lengths) if n_docs > 1 else np.zeros(len(terms), dtype=np.int64)
-        known = terms >= 0
-        if known.all():  # the common case: every term is in the vocabulary
-            known = state.arena.length[terms] > 0  # seen = has counts under some class
-        elif known.any():
-            known[known] = state.arena.length[terms[known]] > 0
         if kind is not None:
-            distinct = np.asarray(lengths, dtype=np.float64)[owner[known]]
-        if not known.all():
-            terms, raw, owner = terms[known], raw[known], owner[known]
+            distinct = np.asarray(lengths, dtype=np.float64)[owner]
+            keep = terms >= 0
+            keep[keep] = state.arena.length[terms[keep]] > 0  # seen = has counts under some class
+            terms, raw, owner, distinct = terms[keep], raw[keep], owner[keep], distinct[keep]
+        else:  # compiled, one pass (the arrays are this call's own: batch_term_counts makes new ones)
+            n_seen = keep_seen_terms(terms, raw, owner, state.arena.length)
+            terms, raw, owner = terms[:n_seen], raw[:n_seen], owner[:n_seen]
         if kind is None or not len(terms):
             return PreparedBatch(terms, raw, owner, n_docs)
         idf_values = weighting.idf(state.total_docs.value, state.term_df.get(terms), self.params.get("ups_idf", 0.0))

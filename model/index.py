@@ -18,6 +18,7 @@ from typing import Callable
 
 import numpy as np
 
+from .kernels import count_stale
 from .state import TermArena, grow
 
 #: (stale term ids, their arena positions, entries per term) -> weights at those positions.
@@ -36,6 +37,9 @@ class PostingCache:
     def __init__(self) -> None:
         self.weight = np.zeros(0)
         self.computed_at = np.full(0, -1, dtype=np.int64)
+        #: Per term, filled by builders that want it: ``log p_b(n)`` as of ``computed_at``
+        #: (it changes with every update, like the postings, so it is cached with them).
+        self.log_background = np.zeros(0)
         self.recomputed = 0
 
     def refresh(self, arena: TermArena, terms: np.ndarray, epoch: int, build: WeightBuilder) -> None:
@@ -46,9 +50,9 @@ class PostingCache:
             old = len(self.computed_at)
             self.computed_at = grow(self.computed_at, len(arena.start))
             self.computed_at[old:] = -1
-        stale_mask = self.computed_at[terms] != epoch
-        if stale_mask.any():
-            stale = terms[stale_mask]
+            self.log_background = grow(self.log_background, len(arena.start))
+        if count_stale(self.computed_at, terms, epoch):  # compiled: the common answer is none
+            stale = terms[self.computed_at[terms] != epoch]
             if len(stale) > 1:
                 stale = np.unique(stale)  # a batch may repeat terms
             stale_index, stale_lengths = arena.ranges(stale)

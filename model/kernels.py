@@ -242,3 +242,53 @@ def dense_log_posterior(n_docs, owner, terms, weights, log_background, starts, l
             t = terms[j]
             for p in range(starts[t], starts[t] + lengths[t]):
                 matched[posting_class[p]] = 0.0
+
+
+#: :func:`count_status` results.
+COUNTS_POSITIVE, COUNTS_WITH_ZEROS, COUNTS_INVALID = 0, 1, 2
+
+
+@njit(cache=True, nogil=True)
+def count_status(values):  # pragma: no cover - compiled
+    """One pass over caller-supplied term counts: all positive and finite, some zero, or invalid.
+
+    Invalid means negative, NaN or infinite (NaN fails every comparison).
+    """
+    status = COUNTS_POSITIVE
+    for x in values:
+        if x > 0.0:
+            if x == np.inf:
+                return COUNTS_INVALID
+        elif x == 0.0:
+            status = COUNTS_WITH_ZEROS
+        else:
+            return COUNTS_INVALID
+    return status
+
+
+@njit(cache=True, nogil=True)
+def keep_seen_terms(term_ids, values, owner, term_entries):  # pragma: no cover - compiled
+    """Compact ``(term_ids, values, owner)`` in place to the terms with entries; returns how many remain.
+
+    A term is seen when its id is valid (``>= 0``; ``-1`` marks a word not in the
+    vocabulary) and it has at least one (class, term) entry.
+    """
+    n = 0
+    for i in range(term_ids.shape[0]):
+        t = term_ids[i]
+        if t >= 0 and term_entries[t] > 0:
+            term_ids[n] = t
+            values[n] = values[i]
+            owner[n] = owner[i]
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def count_stale(computed_at, terms, epoch):  # pragma: no cover - compiled
+    """How many of ``terms`` have postings computed before ``epoch``."""
+    n = 0
+    for t in terms:
+        if computed_at[t] != epoch:
+            n += 1
+    return n

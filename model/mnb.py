@@ -200,7 +200,9 @@ class MNB(GenerativeTextModel):
             derived = self.class_terms()
             delta, denominator = derived.delta, derived.denominator[classes]
         discounts = smoothing.entry_discount(counts, self.spec, beta, delta)
-        background = np.repeat(self.background(terms), lengths)
+        term_background = self.background(terms)
+        self.postings.log_background[terms] = np.log(term_background)  # read by the kernel, fresh as the postings
+        background = np.repeat(term_background, lengths)
         weights = smoothing.posting_weight(counts, discounts, denominator, background)
         return np.maximum(weights, 0.0)  # a fully discounted entry adds nothing (guards -0.0 and round-off)
 
@@ -307,7 +309,7 @@ class MNB(GenerativeTextModel):
         derived = self.class_terms()
         self.postings.refresh(state.arena, batch.terms, state.epoch, self._build_postings)
         out = np.empty((batch.n_docs, len(active)))
-        dense_log_posterior(batch.n_docs, batch.owner, batch.terms, batch.weights, np.log(self.background(batch.terms)),
+        dense_log_posterior(batch.n_docs, batch.owner, batch.terms, batch.weights, self.postings.log_background[batch.terms],
                             state.arena.start, state.arena.length, state.arena.cls, self.postings.weight, active,
                             derived.log_prior, derived.log_a, out)
         return out

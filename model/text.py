@@ -13,6 +13,8 @@ from typing import Mapping, Sequence, Union
 
 import numpy as np
 
+from .kernels import COUNTS_INVALID, COUNTS_POSITIVE, count_status
+
 Document = Union[str, Mapping[str, float]]
 
 # Tokens are what remains between whitespace once ASCII punctuation and common
@@ -100,22 +102,22 @@ def batch_term_counts(docs, tokenizer: Tokenizer) -> tuple[list[str], np.ndarray
     >>> batch_term_counts(["a b a", {"c": 2.0, "d": 0}], Tokenizer())
     (['a', 'b', 'c'], array([2., 1., 2.]), [2, 1])
     """
-    all_terms: list[str] = []
-    all_counts: list = []
-    lengths: list[int] = []
-    tokens = tokenizer.tokens
-    mappings = False
-    for doc in docs:
-        if isinstance(doc, str):
-            counts = Counter(tokens(doc))
-        elif isinstance(doc, Mapping):
-            counts = doc
-            mappings = True
-        else:
-            raise TypeError(f"a document is text or a mapping term -> count, got {type(doc).__name__}")
-        all_terms.extend(counts)
-        all_counts.extend(counts.values())
-        lengths.append(len(counts))
+    if len(docs) == 1 and type(docs[0]) is dict:  # one mapping, the common API call: no loop
+        all_terms, all_counts, lengths, mappings = list(docs[0]), list(docs[0].values()), [len(docs[0])], True
+    else:
+        all_terms, all_counts, lengths, mappings = [], [], [], False
+        tokens = tokenizer.tokens
+        for doc in docs:
+            if isinstance(doc, str):
+                counts = Counter(tokens(doc))
+            elif isinstance(doc, Mapping):
+                counts = doc
+                mappings = True
+            else:
+                raise TypeError(f"a document is text or a mapping term -> count, got {type(doc).__name__}")
+            all_terms.extend(counts)
+            all_counts.extend(counts.values())
+            lengths.append(len(counts))
     if not mappings:  # tokenizer counts: positive integers and string terms by construction
         return all_terms, np.array(all_counts, dtype=np.float64), lengths
     try:
@@ -126,10 +128,10 @@ def batch_term_counts(docs, tokenizer: Tokenizer) -> tuple[list[str], np.ndarray
         raise ValueError("term counts must be numbers")
     if set(map(type, all_terms)) - {str} and not all(isinstance(t, str) for t in all_terms):
         raise TypeError("terms must be strings")
-    positive = values > 0  # False for zero, negative and NaN
-    if positive.all() and len(values) and values.max() < np.inf:  # the common case: one pass, one max
+    status = count_status(values)  # compiled: one pass instead of several array reductions
+    if status == COUNTS_POSITIVE:
         return all_terms, values, lengths
-    if not np.isfinite(values).all() or (values < 0).any():
+    if status == COUNTS_INVALID:
         raise ValueError("term counts must be finite and non-negative")
     if not values.all():  # zero counts are dropped
         keep = values != 0
