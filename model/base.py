@@ -110,6 +110,8 @@ class GenerativeTextModel:
 
     # ------------------------------------------------------------ labels
     def _class_keys(self, labels: Labels) -> tuple[str, ...]:
+        if type(labels) is str and labels and POWERSET_SEPARATOR not in labels:  # one label: nothing to merge
+            return (labels,)
         if isinstance(labels, str):
             labels = [labels]
         seen: list[str] = []
@@ -206,25 +208,28 @@ class GenerativeTextModel:
         batch: list[tuple] = []
         in_batch: set[str] = set()
         all_terms, all_counts, lengths = batch_term_counts(docs, self.tokenizer)  # one pass for the batch
-        ends = np.cumsum(lengths).tolist()
-        for doc_label_ts_id, begin, end in zip(zip(labels, ts_list, id_list), [0] + ends[:-1], ends):
-            label, t, doc_id = doc_label_ts_id
-            classes = self._class_keys(label)
-            terms, raw = all_terms[begin:end], all_counts[begin:end]
-            key = self._anonymous_id(terms, raw) if doc_id is None else str(doc_id)
-            record = self.state.docs.get(key)
-            if key in in_batch or record is not None:
-                # a repeated or known id: flush first so it is handled where it occurs
-                changed += self._flush(batch)
-                batch, in_batch = [], set()
+        # Interned once for the whole batch: documents then carry id slices, valid while held.
+        with self.state.holding_term_ids() as added:
+            all_ids = self.state.intern_terms(all_terms, added)
+            ends = np.cumsum(lengths).tolist()
+            for doc_label_ts_id, begin, end in zip(zip(labels, ts_list, id_list), [0] + ends[:-1], ends):
+                label, t, doc_id = doc_label_ts_id
+                classes = self._class_keys(label)
+                raw = all_counts[begin:end]
+                key = self._anonymous_id(all_terms[begin:end], raw) if doc_id is None else str(doc_id)
                 record = self.state.docs.get(key)
-                if record is not None:
-                    if self._record_classes(record) == set(classes):
-                        continue
-                    self.state.remove_document(key)
-            batch.append((key, classes, terms, raw, _ts(t)))
-            in_batch.add(key)
-        changed += self._flush(batch)
+                if key in in_batch or record is not None:
+                    # a repeated or known id: flush first so it is handled where it occurs
+                    changed += self._flush(batch)
+                    batch, in_batch = [], set()
+                    record = self.state.docs.get(key)
+                    if record is not None:
+                        if self._record_classes(record) == set(classes):
+                            continue
+                        self.state.remove_document(key)
+                batch.append((key, classes, all_ids[begin:end], raw, _ts(t)))
+                in_batch.add(key)
+            changed += self._flush(batch)
         return changed
 
     def _flush(self, batch: list[tuple]) -> int:

@@ -28,9 +28,10 @@ the tables (floating-point residue can never keep a dead entry alive).
 """
 from __future__ import annotations
 
+import contextlib
 import heapq
 import math
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -204,6 +205,18 @@ class Interner:
             self.names.append(name)
         self.ids[name] = index
         return index
+
+    def add_new(self, new_names: list[str]) -> None:
+        """Add names known to be absent and distinct, in order (the batch form of :meth:`add`)."""
+        free = self.free
+        ids = self.ids
+        if free:
+            for name in new_names:
+                self.add(name)
+            return
+        start = len(self.names)
+        self.names.extend(new_names)
+        ids.update(zip(new_names, range(start, start + len(new_names))))
 
     def remove(self, index: int) -> None:
         name = self.names[index]
@@ -380,6 +393,9 @@ class CountState:
         self.rebases = 0  # times the decay origin moved (every stored value was rescaled)
         #: Class ids whose document weight changed, for incremental consumers; None = not tracked.
         self.touched_classes: set[int] | None = None
+        #: While a caller holds interned term ids (see :meth:`holding_term_ids`): terms whose last
+        #: document left, released only when the hold ends so that no id is reused meanwhile.
+        self._held_dead_terms: list[int] | None = None
         self.pruned_documents = 0
         self.pruned_entries = 0
         self.expired_documents = 0
@@ -398,13 +414,17 @@ class CountState:
         return self.prune_below is not None or self.max_documents is not None
 
     # ------------------------------------------------------------- interning
-    def _term_ids(self, term_keys: list[str]) -> np.ndarray:
-        get = self.terms.ids.get
+    def intern_terms(self, term_keys: list[str], added: list[str] | None = None) -> np.ndarray:
+        """Term ids of ``term_keys``, adding new terms in first-seen order (listed in ``added``)."""
+        known = self.terms.ids
+        get = known.get
         ids = list(map(get, term_keys))
         if None in ids:
-            add = self.terms.add
-            for key in dict.fromkeys(k for k, i in zip(term_keys, ids) if i is None):
-                add(key)
+            # dict.fromkeys dedupes in C; only the distinct keys are checked in Python
+            new = [key for key in dict.fromkeys(term_keys) if key not in known]
+            self.terms.add_new(new)
+            if added is not None:
+                added.extend(new)
             ids = list(map(get, term_keys))
             cap = self.terms.capacity
             if cap > len(self.term_refs):
@@ -415,7 +435,34 @@ class CountState:
                 self.arena.reserve_terms(cap)
         return np.array(ids, dtype=np.int64)
 
+    @contextlib.contextmanager
+    def holding_term_ids(self) -> Iterator[list[str]]:
+        """Keep every term id valid while the caller uses ids from :meth:`intern_terms`.
+
+        Inside, terms whose last document leaves (unlearning, expiry) keep their
+        ids; on exit they are released, as are terms interned inside (keys
+        appended to the yielded list) that no document ended up holding.
+        """
+        if self._held_dead_terms is not None:  # nested: the outer hold releases
+            yield []
+            return
+        self._held_dead_terms, added = [], []
+        try:
+            yield added
+        finally:
+            candidates = self._held_dead_terms + [t for t in map(self.terms.ids.get, added) if t is not None]
+            self._held_dead_terms = None
+            if candidates:
+                ids = np.unique(np.array(candidates, dtype=np.int64))
+                for t in ids[(self.term_refs[ids] == 0) & (self.arena.length[ids] == 0)].tolist():
+                    if self.terms.names[t] is not None:
+                        self.terms.remove(t)
+                        self.arena.release(t)
+
     def _class_ids(self, class_keys: Iterable[str]) -> tuple[int, ...]:
+        ids = tuple(map(self.classes.ids.get, class_keys))
+        if None not in ids:  # the common case: known classes
+            return ids
         known = len(self.classes)
         ids = tuple(self.classes.add(c) for c in class_keys)
         if len(self.classes) != known:
@@ -479,7 +526,8 @@ class CountState:
                       weigh: Weigher | None) -> list[DocRecord | None]:
         """Learn a batch: every document is counted before any is weighted.
 
-        ``items`` are ``(doc id, class keys, distinct term keys, raw counts, ts)``.
+        ``items`` are ``(doc id, class keys, distinct terms, raw counts, ts)``,
+        the terms as keys or as ids from :meth:`intern_terms`.
         With IDF weighting the whole batch sees the IDF after counting the
         batch, so a batch fit from an empty model equals batch TF-IDF. Without
         it the result is bitwise the same as adding the documents one by one:
@@ -488,8 +536,11 @@ class CountState:
         """
         clock = self.clock
         split = self._first_rebase(items)
-        if split:  # learn what comes before the rebase with the old origin, as one by one would
-            return self.add_documents(items[:split], weigh) + self.add_documents(items[split:], weigh)
+        if split is not None and len(items) > 1:
+            # Learn what comes before the rebase with the old origin, as one by one would; the item
+            # that moves the origin goes alone, so a later rebase cannot change how its factor rounds.
+            cut = max(split, 1)
+            return self.add_documents(items[:cut], weigh) + self.add_documents(items[cut:], weigh)
         times, scales = [], []  # each document's event time and the decay scale when it arrives
         for item in items:
             half_lives = clock.observe(item[4])
@@ -512,7 +563,10 @@ class CountState:
         single = len(batch) == 1  # one document: its terms are distinct
         # -- count: document frequencies, raw counts (Kneser-Ney), documents per class
         lengths = np.array([len(item[2]) for item in batch], dtype=np.int64)
-        terms = self._term_ids(batch[0][2] if single else [t for item in batch for t in item[2]])
+        if isinstance(batch[0][2], np.ndarray):  # interned by the caller: join the id arrays
+            terms = batch[0][2] if single else np.concatenate([item[2] for item in batch])
+        else:
+            terms = self.intern_terms(batch[0][2] if single else [t for item in batch for t in item[2]])
         raw = (np.asarray(batch[0][3], dtype=np.float64) if single
                else np.concatenate([np.asarray(item[3], dtype=np.float64) for item in batch]))
         factor_of = np.array(factors)
@@ -625,8 +679,11 @@ class CountState:
         for t in terms[dead].tolist():
             assert self.arena.length[t] == 0, "a term without documents has no entries"
             self.term_mass.zero(t)
-            self.terms.remove(t)
-            self.arena.release(t)
+            if self._held_dead_terms is not None:
+                self._held_dead_terms.append(t)
+            else:
+                self.terms.remove(t)
+                self.arena.release(t)
         self.n_docs -= 1
         self.total_docs.add(-factor)
         self.total_docs.clamp()

@@ -207,3 +207,36 @@ def test_rebase_keeps_posteriors():
         reference.learn(doc, LABELS[step % 3], ts, f"d{step}")
     assert model.state.clock.origin > 0  # rebased at least once
     check(model, reference, [{"alpha": 1.0, "gamma": 2.0}, {"eta": 3.0}])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.lists(st.sampled_from(list("abcdefghij")), min_size=1, max_size=6),
+                          st.sampled_from(["x", "y", "z"]), st.sampled_from(["d1", "d2", "d3", "d4", "d5", "d6"])),
+                min_size=1, max_size=25),
+       st.sampled_from([None, 2, 4]))
+def test_batch_interning_survives_removals_mid_batch(items, max_documents):
+    """learn_many interns a batch's terms once; re-learned ids and the memory bound remove terms
+    (freeing ids for reuse) in the middle of it. The result must be the live documents, exactly."""
+    model = MNB("uc_pd_jm_dp", beta=0.3, mu=5.0, delta=0.5, max_documents=max_documents)
+    model.learn_many([" ".join(words) for words, _, _ in items], [label for _, label, _ in items],
+                     ids=[doc_id for _, _, doc_id in items])
+    state = model.state
+    for name, t in state.terms.ids.items():  # every interned term is held by a live document
+        assert state.term_refs[t] > 0 and state.terms.names[t] == name
+    live: dict = {}  # the spam filters' learn cache: same id and labels = no-op, other labels = replace
+    for words, label, doc_id in items:
+        if doc_id in live and live[doc_id][1] == label:
+            continue
+        live.pop(doc_id, None)
+        live[doc_id] = (" ".join(words), label)
+        if max_documents and len(live) > max_documents:  # the bound drops the oldest
+            live.pop(next(iter(live)))
+    assert set(state.docs) == set(live)
+    fresh = MNB("uc_pd_jm_dp", beta=0.3, mu=5.0, delta=0.5)
+    for doc_id, (text, label) in live.items():
+        fresh.learn_one(text, label, id=doc_id)
+    queries = ["a b c", "d e f g", "h i j a"]
+    names_a, a = model.predict_log_proba_many(queries)
+    names_b, b = fresh.predict_log_proba_many(queries)
+    order = [names_b.index(n) for n in names_a]
+    np.testing.assert_allclose(a, b[:, order], rtol=0, atol=1e-9)
