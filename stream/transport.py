@@ -967,6 +967,10 @@ class _ConfluentConsumer(Consumer):
                     "enable.partition.eof": True,
                     "fetch.wait.max.ms": 10,
                     "queued.min.messages": 1,
+                    # librdkafka otherwise waits up to 1 s before fetching a freshly
+                    # assigned partition, and this runs inside the service loop
+                    "fetch.queue.backoff.ms": 0,
+                    "fetch.error.backoff.ms": 10,
                 }
             )
         probe = self._probe
@@ -975,9 +979,10 @@ class _ConfluentConsumer(Consumer):
             pending = set(targets)
             deadline = time.monotonic() + timeout
             while pending and time.monotonic() < deadline:
-                for m in probe.consume(num_messages=1000, timeout=0.05):
-                    if m.error() is None or m.error().code() == ck.KafkaError._PARTITION_EOF:
-                        pending.discard(TopicPartition(m.topic(), m.partition()))
+                # poll returns at the first event (consume(n) would wait for n or the timeout)
+                m = probe.poll(max(0.0, min(0.05, deadline - time.monotonic())))
+                if m is not None and (m.error() is None or m.error().code() == ck.KafkaError._PARTITION_EOF):
+                    pending.discard(TopicPartition(m.topic(), m.partition()))
             for tp in targets:
                 _low, high = probe.get_watermark_offsets(ck.TopicPartition(tp.topic, tp.partition), cached=True)
                 if high > ends[tp]:
