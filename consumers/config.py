@@ -31,7 +31,7 @@ class ServiceConfig:
 
     # -- Kafka
     bootstrap_servers: str = _setting("localhost:9092", "Kafka bootstrap servers, HOST:PORT[,HOST:PORT]")
-    client: str = _setting("confluent", "Kafka client library (confluent is ~40x faster here; see README)", choices=CLIENTS)
+    client: str = _setting("confluent", "Kafka client library (confluent is 5-8x faster here; see README)", choices=CLIENTS)
     train_topic: str = _setting("sgm-train", "topic of labelled training records (learn/unlearn/forget)")
     score_topic: str = _setting("sgm-score", "topic of documents to score")
     output_topic: str = _setting("sgm-output", "topic the classifier writes labels and posteriors to")
