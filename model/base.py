@@ -455,6 +455,8 @@ def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
 
     >>> top_k_indices(np.array([[0.1, 0.5, 0.5, 0.2]]), 3).tolist()
     [[1, 2, 3]]
+    >>> top_k_indices(np.array([[0.0] * 5 + [1.0] * 5 + [0.0] * 5]), 1).tolist()
+    [[5]]
     """
     n = scores.shape[1]
     k = min(k, n)
@@ -463,7 +465,13 @@ def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
     part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
     part.sort(axis=1)  # index order, so the stable sort below breaks ties by index
     order = np.argsort(-np.take_along_axis(scores, part, axis=1), axis=1, kind="stable")
-    return np.take_along_axis(part, order, axis=1)
+    top = np.take_along_axis(part, order, axis=1)
+    # argpartition picks arbitrarily among scores tied at the cut: such rows take the full stable sort
+    cut = np.take_along_axis(scores, top[:, -1:], axis=1)
+    tied = np.flatnonzero((scores >= cut).sum(axis=1) > k)
+    if len(tied):
+        top[tied] = np.argsort(-scores[tied], axis=1, kind="stable")[:, :k]
+    return top
 
 
 def _ts(ts: float | None) -> float | None:

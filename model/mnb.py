@@ -22,8 +22,8 @@ from sortedcontainers import SortedList
 from . import smoothing
 from .base import GenerativeTextModel, PreparedBatch
 from .index import PostingCache
-from .kernels import accumulate_postings, dense_log_posterior, sparse_accumulate
-from .state import CompensatedSum
+from .kernels import accumulate_postings, dense_log_posterior, sparse_accumulate, sparse_topk_finish
+from .state import CompensatedSum, grow
 
 #: With at least this many classes, top-k of Jelinek-Mercer models skips the per-class pass (sparse top-k).
 SPARSE_TOPK_MIN_CLASSES = 2048
@@ -61,6 +61,9 @@ class _PriorIndex:
         self.power_sum = CompensatedSum()
         self.massless: set[int] = set()  # classes without counts (only empty documents): a_l = 1, not beta
         self.rebases = -1
+        #: Per class id, for the compiled kernel: ``theta log N(l)`` and ``N(l)**theta`` (stored units).
+        self.log_power = np.zeros(0)
+        self.power_of = np.zeros(0)
 
     def sync(self, state) -> None:
         if self.rebases != state.rebases or state.touched_classes is None:
@@ -68,6 +71,9 @@ class _PriorIndex:
             self.rebases = state.rebases
             state.touched_classes = set(state.active_classes().tolist())
         touched, state.touched_classes = state.touched_classes, set()
+        if len(self.log_power) < state.classes.capacity:
+            self.log_power = grow(self.log_power, state.classes.capacity)
+            self.power_of = grow(self.power_of, state.classes.capacity)
         for c in touched:
             old = self.key.pop(c, None)
             if old is not None:
@@ -82,6 +88,8 @@ class _PriorIndex:
                 self.order.add((-weight, c))
                 self.power[c] = weight**self.theta
                 self.power_sum.add(self.power[c])
+                self.log_power[c] = self.theta * math.log(weight)
+                self.power_of[c] = self.power[c]
 
     def best_excluding(self, excluded, k: int) -> list[int]:
         """The ``k`` best classes by prior among those with ``excluded[c]`` false."""
@@ -261,45 +269,35 @@ class MNB(GenerativeTextModel):
         if self._scratch is None or len(self._scratch[0]) < capacity:
             self._scratch = (np.zeros(capacity), np.zeros(capacity, dtype=np.bool_), np.zeros(capacity, dtype=np.int64))
         scratch, marked, touched = self._scratch
-        bounds = np.searchsorted(owner, np.arange(n_docs + 1))
+        bounds = np.searchsorted(owner, np.arange(n_docs + 1)).tolist()
         names = state.classes.names
         out = []
         massless = np.array(sorted(index.massless), dtype=np.int64)
         massless_list = massless.tolist()
-        massless_prior = theta * (np.log(state.cls_docs.get(massless)) - log_total)
+        top_ids, top_scores = np.empty(k, dtype=np.int64), np.empty(k)
+        power_total = math.exp(log_power_sum)
+        class_total_power = math.exp(theta * log_total)  # sum_l p(l)**theta = sum_l N(l)**theta / this
         for d in range(n_docs):
             lo, hi = bounds[d], bounds[d + 1]
             hit = sparse_accumulate(terms[lo:hi], weights[lo:hi], arena.start, arena.length, arena.cls,
                                     self.postings.weight, scratch, marked, touched)
-            doc_classes = touched[:hit].copy()
-            sums = scratch[doc_classes]
-            scratch[doc_classes] = 0.0
             for c in massless_list:  # scored explicitly too: excluded from the prior-ordered rest
                 marked[c] = True
-            others = index.best_excluding(marked, k)
-            marked[doc_classes] = False
-            marked[massless] = False
-            doc_prior = theta * (np.log(state.cls_docs.get(doc_classes)) - log_total)
-            # scored explicitly: classes with postings here, and classes without counts (log a_l = 0)
-            matched = np.concatenate([doc_classes, massless])
-            scores = np.concatenate([doc_prior + base[d] + sums, massless_prior + smooth[d]])
-            matched_prior = np.concatenate([doc_prior, massless_prior])
-            other_scores = theta * (np.log(state.cls_docs.get(np.array(others, dtype=np.int64))) - log_total) + base[d]
-            # log of the unmatched classes' total share: log(sum_all p**theta - sum_matched p**theta) + base
-            rest = math.exp(log_power_sum) - float(np.exp(matched_prior).sum())
-            log_rest = (math.log(rest) + base[d]) if rest > 0 else -math.inf
-            peak = max(float(scores.max()) if len(scores) else -math.inf, log_rest)
-            log_norm = peak + math.log(float(np.exp(scores - peak).sum()) + math.exp(log_rest - peak))
-            if len(matched) > k:  # only the k best matched can be in the top k: O(matched), no sort
-                best = np.argpartition(-scores, k - 1)[:k]
-                cut = scores[best].min()
-                best = np.flatnonzero(scores >= cut)  # keep ties at the cut, ranked by id below
-                matched, scores = matched[best], scores[best]
-            candidate_ids = np.concatenate([matched, np.array(others, dtype=np.int64)])
-            candidate_scores = np.concatenate([scores, other_scores])
-            order = np.lexsort((candidate_ids, -candidate_scores))[:k]
-            out.append([(self._class_name(names[c]), math.exp(s - log_norm))
-                        for c, s in zip(candidate_ids[order].tolist(), candidate_scores[order].tolist())])
+            others = index.best_excluding(marked, k)  # before the kernel below clears the marks
+            # the explicit classes (with postings here, or without counts: log a_l = 0), compiled
+            n_top, peak, total, matched_power = sparse_topk_finish(
+                touched, hit, scratch, marked, massless, index.log_power, index.power_of, theta * log_total,
+                float(base[d]), float(smooth[d]), k, top_ids, top_scores)
+            base_d = float(base[d])
+            other_scores = [theta * (math.log(float(state.cls_docs.get(c))) - log_total) + base_d for c in others]
+            # the unmatched classes' total share: (sum_all p**theta - sum_matched p**theta) * exp(base)
+            rest = power_total - matched_power / class_total_power
+            log_rest = (math.log(rest) + base_d) if rest > 0 else -math.inf
+            top = max(peak, log_rest)
+            log_norm = top + math.log(total * math.exp(peak - top) + math.exp(log_rest - top))
+            candidates = list(zip(top_scores[:n_top].tolist(), top_ids[:n_top].tolist())) + list(zip(other_scores, others))
+            candidates.sort(key=lambda sc: (-sc[0], sc[1]))
+            out.append([(self._class_name(names[c]), math.exp(score - log_norm)) for score, c in candidates[:k]])
         return out
 
     def _log_posteriors(self, batch: PreparedBatch, active: np.ndarray) -> np.ndarray:

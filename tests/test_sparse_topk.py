@@ -60,3 +60,32 @@ def test_many_classes_use_the_sparse_path_by_default():
     (best, p), *_ = model.predict_topk({"t7": 1.0}, 3)
     assert best == "c7" and 0 < p <= 1
     assert not MNB("u_dp", mu=10).uses_sparse_topk()
+
+
+@pytest.mark.parametrize("k", [1, 3, 7, 10])
+def test_sparse_topk_breaks_ties_by_class_id_like_the_dense_path(k):
+    """Equal scores rank by class id (first learned first), among matched and unmatched classes alike."""
+    model = MNB("u_jm", beta=0.5)
+    for i in range(10):  # c0..c4 share "a", c5..c9 share "b": every class ties with its group
+        model.learn_one({"a" if i < 5 else "b": 1.0}, f"c{i}", id=f"d{i}")
+    for query in ({"a": 1.0}, {"b": 1.0}, {"zzz": 1.0}):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(mnb_module, "SPARSE_TOPK_MIN_CLASSES", 1)
+            sparse = [name for name, _ in model.predict_topk_many([query], k)[0]]
+            patch.setattr(mnb_module, "SPARSE_TOPK_MIN_CLASSES", 10**9)
+            dense = [name for name, _ in model.predict_topk_many([query], k)[0]]
+        assert sparse == dense
+
+
+def test_sparse_topk_ties_hit_out_of_id_order():
+    """More tied classes than k, reached in descending id order (through different terms): the k lowest ids win."""
+    model = MNB("u_jm", beta=0.5)
+    docs = [{"p": 1.0, "s": 1.0}, {"y": 1.0, "r": 1.0}, {"t": 1.0, "u": 1.0}, {"x": 1.0, "q": 1.0},
+            {"v": 1.0, "n": 1.0}, {"w": 1.0, "o": 1.0}]
+    for i, doc in enumerate(docs):
+        model.learn_one(doc, f"c{i}", id=f"d{i}")
+    query = {"w": 1.0, "x": 1.0, "y": 1.0}  # reaches c5, then c3, then c1: equal scores
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mnb_module, "SPARSE_TOPK_MIN_CLASSES", 1)
+        sparse = [name for name, _ in model.predict_topk_many([query], 2)[0]]
+    assert sparse == ["c1", "c3"]
