@@ -22,8 +22,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import weighting
-from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
 from .kernels import keep_seen_terms
+from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
 from .state import CountState
 from .text import Document, Tokenizer, batch_known_terms, batch_term_counts, term_counts
 

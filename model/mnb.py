@@ -276,7 +276,8 @@ class MNB(GenerativeTextModel):
         massless_list = massless.tolist()
         top_ids, top_scores = np.empty(k, dtype=np.int64), np.empty(k)
         power_total = math.exp(log_power_sum)
-        class_total_power = math.exp(theta * log_total)  # sum_l p(l)**theta = sum_l N(l)**theta / this
+        theta_log_total = theta * log_total
+        class_total_power = math.exp(theta_log_total)  # sum_l p(l)**theta = sum_l N(l)**theta / this
         for d in range(n_docs):
             lo, hi = bounds[d], bounds[d + 1]
             hit = sparse_accumulate(terms[lo:hi], weights[lo:hi], arena.start, arena.length, arena.cls,
@@ -284,12 +285,12 @@ class MNB(GenerativeTextModel):
             for c in massless_list:  # scored explicitly too: excluded from the prior-ordered rest
                 marked[c] = True
             others = index.best_excluding(marked, k)  # before the kernel below clears the marks
+            base_d = float(base[d])
             # the explicit classes (with postings here, or without counts: log a_l = 0), compiled
             n_top, peak, total, matched_power = sparse_topk_finish(
-                touched, hit, scratch, marked, massless, index.log_power, index.power_of, theta * log_total,
-                float(base[d]), float(smooth[d]), k, top_ids, top_scores)
-            base_d = float(base[d])
-            other_scores = [theta * (math.log(float(state.cls_docs.get(c))) - log_total) + base_d for c in others]
+                touched, hit, scratch, marked, massless, index.log_power, index.power_of, theta_log_total,
+                base_d, float(smooth[d]), k, top_ids, top_scores)
+            other_scores = [(float(index.log_power[c]) - theta_log_total) + base_d for c in others]  # as the kernel
             # the unmatched classes' total share: (sum_all p**theta - sum_matched p**theta) * exp(base)
             rest = power_total - matched_power / class_total_power
             log_rest = (math.log(rest) + base_d) if rest > 0 else -math.inf

@@ -102,7 +102,7 @@ def batch_term_counts(docs, tokenizer: Tokenizer) -> tuple[list[str], np.ndarray
     >>> batch_term_counts(["a b a", {"c": 2.0, "d": 0}], Tokenizer())
     (['a', 'b', 'c'], array([2., 1., 2.]), [2, 1])
     """
-    if len(docs) == 1 and type(docs[0]) is dict:  # one mapping, the common API call: no loop
+    if type(docs) is list and len(docs) == 1 and type(docs[0]) is dict:  # one mapping, the common API call
         all_terms, all_counts, lengths, mappings = list(docs[0]), list(docs[0].values()), [len(docs[0])], True
     else:
         all_terms, all_counts, lengths, mappings = [], [], [], False
