@@ -23,9 +23,10 @@ import numpy as np
 
 from . import weighting
 from .kernels import keep_seen_terms
+from .lexicon import TermLexicon
 from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
 from .state import CountState
-from .text import Document, Tokenizer, batch_known_terms, batch_term_counts, term_counts
+from .text import Document, Tokenizer, batch_term_counts, term_counts
 
 Labels = str | Sequence[str]
 
@@ -81,6 +82,7 @@ class GenerativeTextModel:
         self.state = self.state_class(check_half_life(half_life), prune_below=prune_below,
                                       max_documents=None if max_documents is None else int(max_documents))
         self._names: tuple | None = None
+        self._lexicon: TermLexicon | None = None  # built on the first text scored
         self._init_caches()
 
     def _init_caches(self) -> None:
@@ -287,8 +289,10 @@ class GenerativeTextModel:
         state = self.state
         kind = self.spec.weighting
         if kind is None and docs and set(map(type, docs)) == {str}:
-            # Text with raw counts: only known terms matter, so skip per-document counters.
-            owner, terms, raw = batch_known_terms(docs, self.tokenizer, state.terms.ids)
+            # Text with raw counts: only known terms matter; tokens are looked up in compiled code.
+            if self._lexicon is None or self._lexicon.interner is not state.terms:
+                self._lexicon = TermLexicon(state.terms)
+            owner, terms, raw = self._lexicon.known_terms(docs, self.tokenizer)
             seen = state.arena.length[terms] > 0  # has counts under some class
             if not seen.all():
                 owner, terms, raw = owner[seen], terms[seen], raw[seen]

@@ -176,12 +176,14 @@ class Interner:
     0
     """
 
-    __slots__ = ("ids", "names", "free")
+    __slots__ = ("ids", "names", "free", "changes")
 
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
         self.names: list[str | None] = []
         self.free: list[int] = []
+        #: Ids added or removed, in order, once a follower (``model.lexicon.TermLexicon``) asked for them.
+        self.changes: list[int] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -204,6 +206,8 @@ class Interner:
             index = len(self.names)
             self.names.append(name)
         self.ids[name] = index
+        if self.changes is not None:
+            self.changes.append(index)
         return index
 
     def add_new(self, new_names: list[str]) -> None:
@@ -217,6 +221,8 @@ class Interner:
         start = len(self.names)
         self.names.extend(new_names)
         ids.update(zip(new_names, range(start, start + len(new_names))))
+        if self.changes is not None:
+            self.changes.extend(range(start, start + len(new_names)))
 
     def remove(self, index: int) -> None:
         name = self.names[index]
@@ -225,6 +231,8 @@ class Interner:
         del self.ids[name]
         self.names[index] = None
         self.free.append(index)
+        if self.changes is not None:
+            self.changes.append(index)
 
 
 class TermArena:

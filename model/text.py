@@ -9,7 +9,7 @@ import string
 from collections import Counter
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Mapping, Sequence, Union
+from typing import Mapping, Union
 
 import numpy as np
 
@@ -140,36 +140,6 @@ def batch_term_counts(docs, tokenizer: Tokenizer) -> tuple[list[str], np.ndarray
         all_terms = [t for t, k in zip(all_terms, keep.tolist()) if k]
         values = values[keep]
     return all_terms, values, lengths
-
-
-def batch_known_terms(texts: Sequence[str], tokenizer: Tokenizer,
-                      vocabulary: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Term ids and counts of many texts, keeping only terms in ``vocabulary``.
-
-    Returns ``(owner, term_ids, counts)`` sorted by (document, term id): the
-    documents' distinct known terms, concatenated. Scoring needs nothing
-    else, so the tokens are looked up directly and counted by one sort for the
-    whole batch instead of a counter per document.
-
-    >>> batch_known_terms(["b a b zzz", "a"], Tokenizer(), {"a": 0, "b": 1})
-    (array([0, 0, 1]), array([0, 1, 0]), array([1., 2., 1.]))
-    """
-    get = vocabulary.get
-    tokens = tokenizer.tokens
-    ids: list[int] = []
-    lengths: list[int] = []
-    for text in texts:
-        before = len(ids)
-        ids.extend(map(get, tokens(text), repeat(-1)))
-        lengths.append(len(ids) - before)
-    all_ids = np.array(ids, dtype=np.int64)
-    owner = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
-    known = all_ids >= 0
-    if not known.all():
-        all_ids, owner = all_ids[known], owner[known]
-    span = int(all_ids.max()) + 1 if len(all_ids) else 1
-    keys, counts = np.unique(owner * span + all_ids, return_counts=True)
-    return keys // span, keys % span, counts.astype(np.float64)
 
 
 def term_counts(doc: Document, tokenizer: Tokenizer) -> tuple[list[str], np.ndarray]:

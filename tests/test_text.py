@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from model.text import Tokenizer, batch_term_counts, term_counts
@@ -58,19 +59,75 @@ def test_ascii_fast_path_tokenizes_like_the_general_path(text, ngrams, max_len):
     assert tokenizer.tokens(text) == expected
 
 
-@given(st.lists(ascii_heavy, max_size=5), st.lists(st.sampled_from(["a", "b", "abc", "x", "019", "é", "a b"]),
-                                                    max_size=5, unique=True))
-def test_known_terms_of_texts_match_counting_then_lookup(texts, vocabulary_terms):
-    from model.text import batch_known_terms
+@settings(deadline=None)  # the first call compiles the kernels
+@given(st.lists(ascii_heavy, max_size=5), st.integers(1, 3), st.integers(1, 4), st.booleans(), st.data())
+@example(["a'b Ab,a\x1cb"], 2, 4, True, None)
+@example(["a bb c"], 2, 1, True, None)
+def test_compiled_lexicon_matches_counting_then_lookup(texts, ngrams, max_len, lowercase, data):
+    """TermLexicon (compiled for ASCII text, Python otherwise) equals Counter(tokens) restricted to the
+    vocabulary, also after terms are removed and ids reused."""
+    from model.lexicon import TermLexicon
+    from model.state import Interner
 
-    tokenizer = Tokenizer(ngrams=2)
-    vocabulary = {t: 3 * i + 1 for i, t in enumerate(vocabulary_terms)}  # sparse ids, as after removals
-    owner, ids, counts = batch_known_terms(texts, tokenizer, vocabulary)
-    expected = []
-    for d, text in enumerate(texts):
-        counted = tokenizer(text)
-        expected += sorted((d, vocabulary[t], float(c)) for t, c in counted.items() if t in vocabulary)
-    assert list(zip(owner.tolist(), ids.tolist(), counts.tolist())) == expected
+    tokenizer = Tokenizer(ngrams=ngrams, max_token_length=max_len, lowercase=lowercase)
+    longer = Tokenizer(ngrams=ngrams, lowercase=lowercase)  # its words may be too long for `tokenizer`
+    tokens = sorted({t for text in texts for t in tokenizer.tokens(text) + longer.tokens(text)})
+    draw = data.draw if data is not None else (lambda strategy: ["ab", "a b", "ab a", "a c", "bb"])  # examples
+    known = draw(st.lists(st.sampled_from(tokens or ["none"]), unique=True))
+    vocabulary = Interner()
+    for term in ["filler", "é", "ab a", *known, "A", "zz z"]:  # non-token names and ids that are not 0, 1, 2...
+        vocabulary.add(term)
+    lexicon = TermLexicon(vocabulary)
+    for step in range(3):
+        owner, ids, counts = lexicon.known_terms(texts, tokenizer)
+        expected = []
+        for d, text in enumerate(texts):
+            expected += [(d, vocabulary.ids[t], float(c)) for t, c in Counter(tokenizer.tokens(text)).items()
+                         if t in vocabulary.ids]
+        assert list(zip(owner.tolist(), ids.tolist(), counts.tolist())) == expected
+        for t in (known[step::3] if known else []):  # the vocabulary changes: removals, reused ids, new terms
+            vocabulary.remove(vocabulary.ids[t])
+        for term in tokens[step::2][:3] + ["new"]:
+            vocabulary.add(term)
+
+
+def test_compiled_lexicon_grows_with_the_vocabulary():
+    """Built on a tiny vocabulary, then thousands of terms arrive (and go) between lookups."""
+    from model.lexicon import TermLexicon
+    from model.state import Interner
+
+    vocabulary = Interner()
+    vocabulary.add("w0")
+    lexicon = TermLexicon(vocabulary)
+    text = " ".join(f"w{i}" for i in range(0, 5000, 7))
+    for size in (10, 3000, 5000):
+        for i in range(size):
+            vocabulary.add(f"w{i}")
+        for i in range(0, size, 3):  # removals leave deleted slots and reusable ids
+            if vocabulary.get(f"w{i}") is not None and i % 2:
+                vocabulary.remove(vocabulary.get(f"w{i}"))
+        _, terms, _ = lexicon.known_terms([text], Tokenizer())
+        expected = [vocabulary.ids[w] for w in text.split() if w in vocabulary.ids]
+        assert terms.tolist() == expected
+        assert 2 * (lexicon.used + lexicon.deleted) <= len(lexicon.slot_term)
+
+
+def test_compiled_lexicon_confirms_hash_matches_by_bytes():
+    """A 64-bit hash collision must not make another term match: forced here by rewriting the table."""
+    from model.lexicon import TermLexicon, _hash_bytes
+    from model.state import Interner
+
+    vocabulary = Interner()
+    vocabulary.add("a_b")
+    lexicon = TermLexicon(vocabulary)
+    for query, colliding in (("a b", b"a b"), ("a-b", b"a b"), ("axb", b"axb")):
+        lexicon.slot_hash[:] = 0
+        lexicon.slot_term[:] = -1
+        target = _hash_bytes(colliding)
+        slot = int(target & np.uint64(len(lexicon.slot_term) - 1))
+        lexicon.slot_hash[slot], lexicon.slot_term[slot] = target, 0  # "a_b" filed under the query's hash
+        owner, terms, counts = lexicon.known_terms([query], Tokenizer(ngrams=2))
+        assert terms.tolist() == [], query
 
 
 @settings(deadline=None)  # the first call compiles the kernels

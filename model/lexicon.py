@@ -1,0 +1,292 @@
+"""Compiled lookup of text tokens in the term vocabulary: the scoring fast path for ASCII text.
+
+Scoring text needs, per document, the known terms and their counts. In Python
+that is a tokenizer building a string per token and a dict lookup per string:
+about 10 us for a 100-word document. :class:`TermLexicon` does the same in one
+compiled pass over the bytes of a batch: it lower-cases, maps punctuation to
+separators and drops apostrophes exactly as :class:`model.text.Tokenizer` does
+for ASCII text, hashes each token (and each word n-gram) with 64-bit FNV-1a, and
+finds it in an open-addressing table of the vocabulary's terms. A hash match is
+confirmed by comparing the bytes, so the result is exact: the same terms and
+counts, in the same order, as ``Counter(tokenizer.tokens(text))`` restricted to
+the vocabulary. Text with any non-ASCII character takes the Python path
+(Unicode lower-casing and punctuation are not re-implemented here).
+
+The table follows the :class:`model.state.Interner` it was built from through the
+interner's change log (ids added or removed since the last lookup).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+from numba import njit
+
+from .text import _ASCII_DELETE, _ASCII_TABLE, Tokenizer
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+_EMPTY, _DELETED = -1, -2
+
+# Byte classes for the kernel: 0 = part of a token, 1 = separator (whitespace as str.split()
+# sees it, or punctuation, which the tokenizer maps to a space), 2 = deleted (the apostrophe).
+_BYTE_CLASS = np.zeros(256, dtype=np.uint8)
+for _b in range(128):
+    if chr(_b).isspace() or _ASCII_TABLE[_b] == 32:
+        _BYTE_CLASS[_b] = 1
+for _b in _ASCII_DELETE:
+    _BYTE_CLASS[_b] = 2
+
+
+@njit(cache=True, nogil=True)
+def _fnv(data, start, end, h):  # pragma: no cover - compiled
+    for i in range(start, end):
+        h = (h ^ np.uint64(data[i])) * _FNV_PRIME
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _insert(slot_hash, slot_term, h, term):  # pragma: no cover - compiled
+    # the caller keeps the table at most half full (deleted slots included): an empty slot exists
+    mask = slot_hash.shape[0] - 1
+    at = np.int64(h & np.uint64(mask))
+    while slot_term[at] != _EMPTY:  # deleted slots are not reused: they go at the next rebuild
+        at = (at + 1) & mask
+    slot_hash[at] = h
+    slot_term[at] = term
+
+
+@njit(cache=True, nogil=True)
+def _delete(slot_hash, slot_term, h, term):  # pragma: no cover - compiled
+    mask = slot_hash.shape[0] - 1
+    at = np.int64(h & np.uint64(mask))
+    while slot_term[at] != _EMPTY:
+        if slot_term[at] == term:
+            slot_term[at] = _DELETED
+            return
+        at = (at + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def _find(slot_hash, slot_term, term_bytes, term_start, term_len, h, buf, starts, ends, first, n):  # pragma: no cover
+    """Id of the term equal to words ``first .. first + n - 1`` of ``buf`` joined by spaces, or -1."""
+    length = n - 1
+    for j in range(first, first + n):
+        length += ends[j] - starts[j]
+    mask = slot_hash.shape[0] - 1
+    at = np.int64(h & np.uint64(mask))
+    while slot_term[at] != _EMPTY:
+        term = slot_term[at]
+        if term >= 0 and slot_hash[at] == h and term_len[term] == length:
+            p = term_start[term]
+            same = True
+            for j in range(first, first + n):
+                if j > first:
+                    if term_bytes[p] != 32:
+                        same = False
+                        break
+                    p += 1
+                for i in range(starts[j], ends[j]):
+                    if term_bytes[p] != buf[i]:
+                        same = False
+                        break
+                    p += 1
+                if not same:
+                    break
+            if same:
+                return term
+        at = (at + 1) & mask
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _known_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slot_hash, slot_term, term_bytes,
+                 term_start, term_len, mark, position, serial, out_owner, out_terms, out_counts):  # pragma: no cover
+    """Known terms of each document with their counts, in first-occurrence order; returns how many."""
+    n_out = 0
+    buf = np.empty(data.shape[0], dtype=np.uint8)
+    starts = np.empty(data.shape[0] // 2 + 1, dtype=np.int64)
+    ends = np.empty(data.shape[0] // 2 + 1, dtype=np.int64)
+    for d in range(doc_starts.shape[0] - 1):
+        serial += 1
+        # 1. clean: lower-case, separators, dropped apostrophes; 2. split into words no longer than max_len
+        n_words = 0
+        length = 0
+        word_start = -1
+        for i in range(doc_starts[d], doc_starts[d + 1] + 1):
+            if i < doc_starts[d + 1]:
+                b = data[i]
+                kind = byte_class[b]
+                if kind == 2:
+                    continue
+                if lowercase and 65 <= b <= 90:
+                    b += 32
+            else:
+                kind = 1  # the end of the document ends the last word
+            if kind == 0:
+                if word_start < 0:
+                    word_start = length
+                buf[length] = b
+                length += 1
+            elif word_start >= 0:
+                if length - word_start <= max_len:
+                    starts[n_words] = word_start
+                    ends[n_words] = length
+                    n_words += 1
+                word_start = -1
+        # 3. every n-gram of the kept words (unigrams first, as the tokenizer lists them)
+        for n in range(1, ngrams + 1):
+            for first in range(0, n_words - n + 1):
+                h = _FNV_OFFSET
+                for j in range(first, first + n):
+                    if j > first:
+                        h = (h ^ np.uint64(32)) * _FNV_PRIME
+                    h = _fnv(buf, starts[j], ends[j], h)
+                term = _find(slot_hash, slot_term, term_bytes, term_start, term_len, h, buf, starts, ends, first, n)
+                if term < 0:
+                    continue
+                if mark[term] == serial:
+                    out_counts[position[term]] += 1.0
+                else:
+                    mark[term] = serial
+                    position[term] = n_out
+                    out_owner[n_out] = d
+                    out_terms[n_out] = term
+                    out_counts[n_out] = 1.0
+                    n_out += 1
+    return n_out, serial
+
+
+def _hash_bytes(data: bytes) -> np.uint64:
+    return _fnv(np.frombuffer(data, dtype=np.uint8), 0, len(data), _FNV_OFFSET)
+
+
+class TermLexicon:
+    """The vocabulary of an :class:`~model.state.Interner` as a compiled hash table.
+
+    Examples
+    --------
+    >>> from model.state import Interner
+    >>> vocabulary = Interner()
+    >>> for term in ["cheap", "pills", "cheap pills", "dont"]:
+    ...     _ = vocabulary.add(term)
+    >>> lexicon = TermLexicon(vocabulary)
+    >>> owner, terms, counts = lexicon.known_terms(["Cheap PILLS, cheap! Don't", "nothing"], Tokenizer(ngrams=2))
+    >>> [vocabulary.names[t] for t in terms], counts.tolist(), owner.tolist()
+    (['cheap', 'pills', 'dont', 'cheap pills'], [2.0, 1.0, 1.0, 1.0], [0, 0, 0, 0])
+    """
+
+    def __init__(self, interner) -> None:
+        self.interner = interner
+        interner.changes = []  # the interner logs added and removed ids from now on
+        self.serial = 0
+        self._build()
+
+    def _build(self) -> None:
+        names = self.interner.names
+        capacity = 1 << max(4, (2 * max(len(names), 8) - 1).bit_length())
+        self.slot_hash = np.zeros(capacity, dtype=np.uint64)
+        self.slot_term = np.full(capacity, _EMPTY, dtype=np.int64)
+        self.used = 0
+        self.term_hash = np.zeros(len(names), dtype=np.uint64)
+        self.term_start = np.zeros(len(names), dtype=np.int64)
+        self.term_len = np.full(len(names), -1, dtype=np.int64)
+        self.mark = np.full(len(names), -1, dtype=np.int64)
+        self.position = np.zeros(len(names), dtype=np.int64)
+        encoded = [(t, name.encode("ascii")) for t, name in enumerate(names) if name is not None and name.isascii()]
+        self.term_bytes = np.frombuffer(b"".join(e for _, e in encoded) or b"\0", dtype=np.uint8).copy()
+        self.bytes_used = sum(len(e) for _, e in encoded)
+        at = 0
+        for t, e in encoded:
+            self.term_start[t], self.term_len[t] = at, len(e)
+            at += len(e)
+            self.term_hash[t] = _hash_bytes(e)
+            _insert(self.slot_hash, self.slot_term, self.term_hash[t], t)
+        self.used = len(encoded)
+        self.deleted = 0
+        self.garbage = 0
+
+    def _ensure_ids(self, size: int) -> None:
+        if size <= len(self.term_len):
+            return
+        size = max(size, 2 * len(self.term_len))
+        for name, fill in (("term_hash", 0), ("term_start", 0), ("term_len", -1), ("mark", -1), ("position", 0)):
+            old = getattr(self, name)
+            new = np.full(size, fill, dtype=old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def sync(self) -> None:
+        """Apply the interner's changes since the last call."""
+        changes, self.interner.changes = self.interner.changes, []
+        if not changes:
+            return
+        if 2 * (self.used + self.deleted + len(changes)) > len(self.slot_term):
+            self._build()  # from the interner as it is now; the table stays at most half full
+            return
+        names = self.interner.names
+        self._ensure_ids(len(names))
+        for t in dict.fromkeys(changes):
+            if self.term_len[t] >= 0:  # the id held a term: removed, or reused for another name
+                _delete(self.slot_hash, self.slot_term, self.term_hash[t], t)
+                self.garbage += self.term_len[t]
+                self.term_len[t] = -1
+                self.used -= 1
+                self.deleted += 1
+            name = names[t]
+            if name is None or not name.isascii():
+                continue
+            encoded = name.encode("ascii")
+            if self.bytes_used + len(encoded) > len(self.term_bytes):
+                bigger = np.zeros(max(2 * len(self.term_bytes), self.bytes_used + len(encoded)), dtype=np.uint8)
+                bigger[: self.bytes_used] = self.term_bytes[: self.bytes_used]
+                self.term_bytes = bigger
+            self.term_bytes[self.bytes_used : self.bytes_used + len(encoded)] = np.frombuffer(encoded, dtype=np.uint8)
+            self.term_start[t], self.term_len[t] = self.bytes_used, len(encoded)
+            self.bytes_used += len(encoded)
+            self.term_hash[t] = _hash_bytes(encoded)
+            _insert(self.slot_hash, self.slot_term, self.term_hash[t], t)
+            self.used += 1
+        if self.garbage > max(1 << 16, self.bytes_used // 2):  # dead bytes of removed terms pile up
+            self._build()
+
+    def known_terms(self, texts: Sequence[str], tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(owner, term ids, counts)``: each text's terms that are in the vocabulary, with their counts.
+
+        Documents in order; per document the terms in first-occurrence order,
+        exactly as ``Counter(tokenizer.tokens(text))`` lists them.
+        """
+        self.sync()
+        ascii_positions = [i for i, text in enumerate(texts) if text.isascii()]
+        if len(ascii_positions) == len(texts):
+            return self._compiled(texts, tokenizer)
+        parts = []
+        if ascii_positions:
+            owner, terms, counts = self._compiled([texts[i] for i in ascii_positions], tokenizer)
+            parts.append((np.asarray(ascii_positions, dtype=np.int64)[owner], terms, counts))
+        get = self.interner.ids.get
+        for i, text in enumerate(texts):
+            if not text.isascii():
+                counted = [(get(term), count) for term, count in Counter(tokenizer.tokens(text)).items()]
+                known = [(t, c) for t, c in counted if t is not None]
+                parts.append((np.full(len(known), i, dtype=np.int64), np.array([t for t, _ in known], dtype=np.int64),
+                              np.array([c for _, c in known], dtype=np.float64)))
+        owner = np.concatenate([p[0] for p in parts])
+        order = np.argsort(owner, kind="stable")
+        return (owner[order], np.concatenate([p[1] for p in parts])[order],
+                np.concatenate([p[2] for p in parts])[order])
+
+    def _compiled(self, texts: Sequence[str], tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        data = np.frombuffer("".join(texts).encode("ascii"), dtype=np.uint8)
+        doc_starts = np.zeros(len(texts) + 1, dtype=np.int64)
+        np.cumsum([len(text) for text in texts], out=doc_starts[1:])
+        bound = tokenizer.ngrams * (len(data) // 2 + len(texts)) + 1  # a document of b bytes has <= (b + 1) // 2 words
+        out_owner = np.empty(bound, dtype=np.int64)
+        out_terms = np.empty(bound, dtype=np.int64)
+        out_counts = np.empty(bound, dtype=np.float64)
+        n, self.serial = _known_terms(data, doc_starts, _BYTE_CLASS, tokenizer.lowercase, tokenizer.max_token_length,
+                                      tokenizer.ngrams, self.slot_hash, self.slot_term, self.term_bytes,
+                                      self.term_start, self.term_len, self.mark, self.position, self.serial,
+                                      out_owner, out_terms, out_counts)
+        return out_owner[:n], out_terms[:n], out_counts[:n]
