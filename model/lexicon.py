@@ -179,11 +179,11 @@ class TermLexicon:
 
     def __init__(self, interner) -> None:
         self.interner = interner
-        interner.changes = []  # the interner logs added and removed ids from now on
         self.serial = 0
         self._build()
 
     def _build(self) -> None:
+        self.interner.changes = []  # the interner logs added and removed ids from now on
         names = self.interner.names
         capacity = 1 << max(4, (2 * max(len(names), 8) - 1).bit_length())
         self.slot_hash = np.zeros(capacity, dtype=np.uint64)
@@ -220,6 +220,9 @@ class TermLexicon:
     def sync(self) -> None:
         """Apply the interner's changes since the last call."""
         changes, self.interner.changes = self.interner.changes, []
+        if changes is None:  # the interner stopped logging (too long unread): start afresh
+            self._build()
+            return
         if not changes:
             return
         if 2 * (self.used + self.deleted + len(changes)) > len(self.slot_term):

@@ -182,7 +182,8 @@ class Interner:
         self.ids: dict[str, int] = {}
         self.names: list[str | None] = []
         self.free: list[int] = []
-        #: Ids added or removed, in order, once a follower (``model.lexicon.TermLexicon``) asked for them.
+        #: Ids added or removed, in order, once a follower (``model.lexicon.TermLexicon``) asked for them;
+        #: ``None`` when nobody follows, or the log grew so long unread that rebuilding is cheaper.
         self.changes: list[int] | None = None
 
     def __len__(self) -> int:
@@ -207,8 +208,14 @@ class Interner:
             self.names.append(name)
         self.ids[name] = index
         if self.changes is not None:
-            self.changes.append(index)
+            self._log_change(index)
         return index
+
+    def _log_change(self, index: int) -> None:
+        changes = self.changes
+        changes.append(index)
+        if len(changes) > 65536 and len(changes) > 2 * len(self.names):
+            self.changes = None  # nobody has read it for long: the follower rebuilds instead
 
     def add_new(self, new_names: list[str]) -> None:
         """Add names known to be absent and distinct, in order (the batch form of :meth:`add`)."""
@@ -222,7 +229,8 @@ class Interner:
         self.names.extend(new_names)
         ids.update(zip(new_names, range(start, start + len(new_names))))
         if self.changes is not None:
-            self.changes.extend(range(start, start + len(new_names)))
+            for index in range(start, start + len(new_names)):
+                self._log_change(index)
 
     def remove(self, index: int) -> None:
         name = self.names[index]
@@ -232,7 +240,7 @@ class Interner:
         self.names[index] = None
         self.free.append(index)
         if self.changes is not None:
-            self.changes.append(index)
+            self._log_change(index)
 
 
 class TermArena:

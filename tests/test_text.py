@@ -140,3 +140,20 @@ def test_scoring_text_equals_scoring_its_counts(texts):
     _, from_text = model.predict_log_proba_many(texts)
     _, from_counts = model.predict_log_proba_many([dict(TOKENIZER(t)) for t in texts])
     np.testing.assert_allclose(from_text, from_counts, rtol=0, atol=1e-12)
+
+
+def test_compiled_lexicon_rebuilds_after_a_long_unread_change_log():
+    """A follower that does not look for a long time: the interner drops its log, the lexicon rebuilds."""
+    from model.lexicon import TermLexicon
+    from model.state import Interner
+
+    vocabulary = Interner()
+    vocabulary.add("keep")
+    lexicon = TermLexicon(vocabulary)
+    for i in range(70_000):  # churn: each term added and removed
+        vocabulary.remove(vocabulary.add(f"t{i}"))
+    vocabulary.add("late")
+    assert vocabulary.changes is None
+    _, terms, _ = lexicon.known_terms(["keep late t5"], Tokenizer())
+    assert terms.tolist() == [vocabulary.ids["keep"], vocabulary.ids["late"]]
+    assert vocabulary.changes == []
