@@ -63,6 +63,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from consumers.chaos import _die_with_parent  # noqa: E402  (the service dies with the benchmark)
+from consumers.logs import metrics_port_in_log  # noqa: E402
 from stream.broker import EmbeddedBroker  # noqa: E402
 from stream.synthetic import SyntheticConfig, SyntheticStream  # noqa: E402
 from stream.transport import KafkaConfig, open_client  # noqa: E402
@@ -97,12 +98,7 @@ def scrape(port: int | None) -> dict[str, float]:
 
 
 def metrics_port(log_path: Path) -> int | None:
-    port = None
-    if log_path.exists():
-        for raw in log_path.read_bytes().splitlines():
-            if b'"service started"' in raw:
-                port = int(json.loads(raw)["metrics"][1])
-    return port
+    return metrics_port_in_log(log_path.read_bytes().splitlines()) if log_path.exists() else None
 
 
 def endless_stream(args):

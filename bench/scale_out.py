@@ -44,6 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from consumers.chaos import _die_with_parent  # noqa: E402  (children die with the benchmark)
+from consumers.logs import metrics_port_in_log  # noqa: E402
 from stream.broker import EmbeddedBroker  # noqa: E402
 from stream.records import parse_output  # noqa: E402
 from stream.synthetic import SyntheticConfig, SyntheticStream  # noqa: E402
@@ -78,12 +79,7 @@ def scrape(port: int) -> str:
 
 
 def metrics_port(log_path: Path) -> int | None:
-    port = None
-    if log_path.exists():
-        for raw in log_path.read_bytes().splitlines():
-            if b'"service started"' in raw:
-                port = int(json.loads(raw)["metrics"][1])
-    return port
+    return metrics_port_in_log(log_path.read_bytes().splitlines()) if log_path.exists() else None
 
 
 def build_data(train_docs: int, score_docs: int, seed: int) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:

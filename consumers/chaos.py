@@ -80,6 +80,8 @@ from stream.snapshots import SnapshotStore
 from stream.synthetic import SyntheticConfig, SyntheticStream
 from stream.transport import KafkaConfig, TopicPartition, open_client
 
+from .logs import metrics_port_in_log
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -199,17 +201,8 @@ class Supervised:
 
     def metrics_port(self) -> int | None:
         """Port of the current run's metrics endpoint (from its 'service started' log line)."""
-        port = None
         with open(self.log_path, "rb") as handle:
-            for raw in handle:
-                if b'"chaos: start' in raw:
-                    port = None
-                elif b'"service started"' in raw:
-                    try:
-                        port = int(json.loads(raw)["metrics"][1])
-                    except (ValueError, KeyError, TypeError, IndexError):
-                        pass
-        return port
+            return metrics_port_in_log(handle, restart_marker=b'"chaos: start')
 
     def training_offset(self) -> int | None:
         """The running process's next training offset, from its metrics endpoint (None if unreachable)."""

@@ -103,3 +103,25 @@ def setup_logging(fmt: str = "json", level: str = "INFO", stream=None) -> None:
     root.setLevel(level)
     for noisy in ("kafka", "stream.transport.librdkafka"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+
+
+def metrics_port_in_log(lines, restart_marker: bytes | None = None) -> int | None:
+    """Port of a service's metrics endpoint, read from its JSON log lines (bytes).
+
+    The last ``"service started"`` line wins; a line holding ``restart_marker``
+    (a supervisor's note that it started the process again) forgets what came
+    before. ``None`` when no started line with a port follows.
+
+    >>> metrics_port_in_log([b'{"msg": "service started", "metrics": ["127.0.0.1", 9464]}'])
+    9464
+    """
+    port = None
+    for raw in lines:
+        if restart_marker is not None and restart_marker in raw:
+            port = None
+        elif b'"service started"' in raw:
+            try:
+                port = int(json.loads(raw)["metrics"][1])
+            except (ValueError, KeyError, TypeError, IndexError):
+                pass
+    return port
