@@ -761,4 +761,5 @@ def approximate_bytes(model: GenerativeTextModel) -> int:
     per_entry_dict = 100  # a Python int key and value in a dict
     per_doc = 250  # record object, id string, array headers
     doc_arrays = 24 * int(state.term_refs.sum())  # term id, weight and raw count per (document, term)
+    arrays += model.cache_bytes()  # posting weights and the compiled vocabulary, rebuilt from the counts
     return int(arrays + per_entry_dict * state.n_entries + per_doc * state.n_docs + doc_arrays)

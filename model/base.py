@@ -279,6 +279,12 @@ class GenerativeTextModel:
         """Number of live documents."""
         return self.state.n_docs
 
+    def cache_bytes(self) -> int:
+        """Bytes of the arrays kept only to score fast (derived from the counts, not in snapshots)."""
+        caches = [self._lexicon, getattr(self, "postings", None)]
+        return sum(value.nbytes for cache in caches if cache is not None
+                   for value in vars(cache).values() if isinstance(value, np.ndarray))
+
     # ------------------------------------------------------------ scoring
     def _prepare(self, docs: Sequence[Document]) -> PreparedBatch:
         """Known terms of each document and their weights (unseen terms are skipped).

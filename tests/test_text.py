@@ -157,3 +157,14 @@ def test_compiled_lexicon_rebuilds_after_a_long_unread_change_log():
     _, terms, _ = lexicon.known_terms(["keep late t5"], Tokenizer())
     assert terms.tolist() == [vocabulary.ids["keep"], vocabulary.ids["late"]]
     assert vocabulary.changes == []
+
+
+def test_scoring_caches_are_counted():
+    """The compiled vocabulary and posting weights show in cache_bytes (the service's model size metric)."""
+    from model import MNB
+
+    model = MNB("u_jm", beta=0.5)
+    model.learn_many([f"w{i} w{i + 1} shared" for i in range(500)], ["a", "b"] * 250)
+    before = model.cache_bytes()
+    model.predict_log_proba_many(["w1 w2 shared", "w400"])
+    assert model.cache_bytes() > before + 500 * 8  # at least a hash slot per term
