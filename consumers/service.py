@@ -642,7 +642,7 @@ class Service:
                  "train_offsets": {str(p): o for p, o in self.train_offsets.items()},
                  "written_at": time.time(), "role": self.config.role}
         try:
-            saved = self.store.save(self.model.to_bytes(extra))
+            saved = self.store.save(lambda handle: self.model.write_snapshot(handle, extra))
         except OSError as exc:  # disk full, permissions: keep serving, retry at the next trigger
             self._last_snapshot = time.time()
             self.metrics.snapshot_failures.inc()

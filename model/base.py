@@ -417,6 +417,12 @@ class GenerativeTextModel:
 
         return dumps(self, extra)
 
+    def write_snapshot(self, handle, extra: dict[str, Any] | None = None) -> None:
+        """Write :meth:`to_bytes`'s snapshot to a seekable binary file object, without a copy in memory."""
+        from .snapshot import dump
+
+        dump(self, handle, extra)
+
     @staticmethod
     def from_bytes(data: bytes, **limits: Any) -> "GenerativeTextModel":
         """Rebuild a model from :meth:`to_bytes`; it scores identically and keeps learning."""

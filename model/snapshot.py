@@ -22,7 +22,7 @@ import hashlib
 import io
 import json
 import zipfile
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -85,6 +85,17 @@ def _split(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
 # ------------------------------------------------------------------ encode
 def dumps(model: GenerativeTextModel, extra: dict[str, Any] | None = None) -> bytes:
     """Serialize ``model`` (and JSON-able ``extra`` metadata, e.g. offsets) to bytes."""
+    out = io.BytesIO()
+    dump(model, out, extra)
+    return out.getvalue()
+
+
+def dump(model: GenerativeTextModel, handle: BinaryIO, extra: dict[str, Any] | None = None) -> None:
+    """Write the snapshot of ``model`` to a seekable binary ``handle``: the same bytes as :func:`dumps`.
+
+    Nothing but one array at a time is held in memory besides the model, so a
+    large model can be saved without a transient of the snapshot's size.
+    """
     state = model.state
     arrays: dict[str, np.ndarray] = {}
     n_cls, n_terms, used = state.classes.capacity, state.terms.capacity, state.ent_used
@@ -127,10 +138,9 @@ def dumps(model: GenerativeTextModel, extra: dict[str, Any] | None = None) -> by
     scalars.update(arena_used=arena.used, arena_garbage=arena.garbage)
     names = sorted(arrays)
     digest = hashlib.sha256()
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as archive:
-        # One array at a time, each copy dropped once written: the transient memory of a snapshot
-        # stays near twice its size (the archive, and the bytes returned) instead of four times.
+    with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_STORED) as archive:
+        # One array at a time, each copy dropped once written: written to a file, the transient
+        # memory is the largest array, not the snapshot.
         for name in names:
             buffer = io.BytesIO()
             np.save(buffer, arrays.pop(name), allow_pickle=False)
@@ -153,7 +163,6 @@ def dumps(model: GenerativeTextModel, extra: dict[str, Any] | None = None) -> by
             "state_checksum": state_checksum(model),
         }
         archive.writestr("meta.json", json.dumps(meta, sort_keys=True, allow_nan=True))  # last: needs the hash
-    return out.getvalue()
 
 
 # ------------------------------------------------------------------ decode

@@ -19,6 +19,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 from model.snapshot import DEFAULT_MAX_BYTES, SnapshotError
 
@@ -81,21 +82,26 @@ class SnapshotStore:
         found = [(int(m.group(1)), p) for p in self.directory.iterdir() if (m := _NAME.match(p.name))]
         return [p for _, p in sorted(found)]
 
-    def save(self, data: bytes) -> SavedSnapshot:
+    def save(self, data: bytes | Callable[[BinaryIO], None]) -> SavedSnapshot:
+        """Publish a snapshot atomically: ``data``, or what ``data(handle)`` writes to the file."""
         started = time.perf_counter()
         existing = self.files()
         number = int(_NAME.match(existing[-1].name).group(1)) + 1 if existing else 1
         final = self.directory / f"snapshot-{number:012d}.sgm"
         temporary = self.directory / f".snapshot-{number:012d}.{os.getpid()}.tmp"
         with open(temporary, "wb") as handle:
-            handle.write(data)
+            if callable(data):
+                data(handle)  # streamed: no copy of the snapshot in memory
+            else:
+                handle.write(data)
             handle.flush()
+            size = handle.tell()
             os.fsync(handle.fileno())
         os.replace(temporary, final)
         _fsync_directory(self.directory)
         for old in self.files()[: -self.keep]:
             old.unlink(missing_ok=True)
-        return SavedSnapshot(final, len(data), time.perf_counter() - started, time.time())
+        return SavedSnapshot(final, size, time.perf_counter() - started, time.time())
 
     def latest(self) -> tuple[Path, bytes] | None:
         """The newest snapshot's path and bytes, or ``None`` if there is none.

@@ -102,6 +102,19 @@ def test_snapshot_round_trip_is_the_baseline():
     assert restored.checksum() == model.checksum() and extra == {"k": 1}
 
 
+def test_a_snapshot_streamed_to_a_file_is_the_same_bytes(tmp_path):
+    """The service writes snapshots straight to the file (no copy in memory): same bytes as to_bytes."""
+    from stream.snapshots import SnapshotStore
+
+    model = small_model()
+    store = SnapshotStore(tmp_path)
+    saved = store.save(lambda handle: model.write_snapshot(handle, {"k": 1}))
+    assert saved.path.read_bytes() == model.to_bytes({"k": 1})
+    assert saved.bytes == saved.path.stat().st_size
+    path, data = store.latest()
+    assert path == saved.path and loads(data)[0].checksum() == model.checksum()
+
+
 def test_a_pickled_object_array_is_refused_and_never_unpickled(tmp_path):
     marker = tmp_path / "pwned"
     meta, arrays = members_of(small_model().to_bytes())
