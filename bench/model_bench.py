@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import math
 import sys
 import time
 import tracemalloc

@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 from itertools import repeat
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 

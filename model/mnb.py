@@ -14,7 +14,7 @@ lazily (see that module), from the formulas in :mod:`model.smoothing`.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from sortedcontainers import SortedList
