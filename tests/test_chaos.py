@@ -43,7 +43,7 @@ from stream.transport import (
     TopicPartition,
     open_client,
 )
-from tests.service_helpers import expected_reasons, read_topic, reference_model
+from tests.service_helpers import expected_reasons, read_topic, reference_model, start_service
 
 # ---------------------------------------------------------------------------------------- a flaky client
 
@@ -187,20 +187,8 @@ def test_service_survives_injected_kafka_errors_without_losing_or_doubling_anyth
     events = list(SyntheticStream(SyntheticConfig(seed=21, n_docs=1200, profiles=("news", "spam"), malformed_rate=0.02,
                                                   forget_rate=0.01)).events())
     scoring_ids = {e.id for e in events if e.kind == "score" and e.valid}
-    service = Service(cfg, client=FlakyClient(plain, plan))
-    stop = threading.Event()
-    errors: list = []
-
-    def target() -> None:
-        try:
-            service.run(stop)
-        except BaseException as exc:  # noqa: BLE001 - asserted below
-            errors.append(exc)
-            service.started.set()
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    assert service.started.wait(60) and not errors, errors
+    running = start_service(cfg, FlakyClient(plain, plan))
+    service, errors = running.service, running.errors
     producer = plain.producer()
     for event in events:
         producer.send(cfg.train_topic if event.kind == "train" else cfg.score_topic, event.value, key=event.key)
@@ -214,9 +202,7 @@ def test_service_survives_injected_kafka_errors_without_losing_or_doubling_anyth
             break
         time.sleep(0.2)
     plan.enabled = False
-    stop.set()
-    thread.join(60)
-    assert not errors, errors
+    running.halt()
     assert answered == scoring_ids
     assert service.model.checksum() == reference_model(cfg, events).checksum()
     # every malformed record has its dead letter with the validator's reason, though flushes dropped some
@@ -335,18 +321,8 @@ def test_a_broker_freeze_fails_deliveries_and_the_service_rescores_and_resends(p
     # Deliveries time out after 2.5 s instead of 5 minutes, so a flush during the freeze fails.
     service_client = open_client("confluent", KafkaConfig(bootstrap_servers=broker.bootstrap_servers,
                                                           extra={"message.timeout.ms": 2500}))
-    service = Service(cfg, client=service_client)
-    stop = threading.Event()
-    errors: list = []
-
-    def target() -> None:
-        try:
-            service.run(stop)
-        except BaseException as exc:  # noqa: BLE001 - asserted below
-            errors.append(exc)
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
+    running = start_service(cfg, service_client)
+    service, errors = running.service, running.errors
     deadline = time.monotonic() + 60
     while service.metrics.scored._value.get() < 200 and time.monotonic() < deadline and not errors:
         time.sleep(0.02)
@@ -368,9 +344,7 @@ def test_a_broker_freeze_fails_deliveries_and_the_service_rescores_and_resends(p
         if set(outputs) >= scoring_ids and service.train_offsets.get(0, 0) >= train_end:
             break
     reader.close()
-    stop.set()
-    thread.join(60)
-    assert not errors, errors
+    running.halt()
     state = f"answered {len(set(outputs) & scoring_ids)}/{len(scoring_ids)}, offset {service.train_offsets}/{train_end}"
     assert set(outputs) == scoring_ids, state  # every id answered after the freeze
     assert service.model.checksum() == reference_model(cfg, events).checksum(), state  # nothing lost or doubled
