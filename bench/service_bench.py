@@ -11,7 +11,13 @@ For each Kafka client, in one run against one embedded broker (Tansu):
    ``--docs`` scoring records waiting in the topic; the service (``--role all``)
    scores them; documents/s is taken from the output records' own timestamps
    (first to last output), so broker start and group join are not counted;
-3. **latency**: scoring records produced at a steady rate (a fraction of the
+3. **relay ceiling**: the service's transport skeleton with no work in it:
+   each polled batch (as many records as the service polls) is relayed to an
+   output topic (one output-sized record per input, keyed by the input's key),
+   flushed, and its offsets committed -- records/s. What any service that
+   writes one acknowledged output per input and commits after the acks can
+   reach on this machine before it parses or scores anything;
+4. **latency**: scoring records produced at a steady rate (a fraction of the
    measured throughput) for a few seconds; latency of each document is the
    output record's timestamp minus the input record's timestamp (both written
    by producers on this machine), p50 and p99.
@@ -41,6 +47,7 @@ from stream.synthetic import SyntheticConfig, SyntheticStream
 from stream.transport import KafkaConfig, TopicPartition, open_client
 
 PARTITIONS = 4
+MAX_POLL_RECORDS = 2000  # the service's batch in this benchmark; the relay ceiling polls the same
 
 
 def generated(n_train: int, n_score: int, seed: int) -> tuple[list[bytes], list[bytes]]:
@@ -90,6 +97,41 @@ def ceiling(client, values: list[bytes]) -> float:
     return rate
 
 
+#: Bytes of each relayed record: about the size of one output record (id, top-5 labels and posteriors, model).
+RELAY_OUTPUT_BYTES = 320
+
+
+def relay_ceiling(client, values: list[bytes], batch: int) -> float:
+    """Records/s through consume -> produce -> flush -> commit with no processing (see the module docstring)."""
+    topic = f"relay-{uuid.uuid4().hex[:8]}"
+    with client.admin() as admin:
+        admin.create_topics([(topic, PARTITIONS, 1), (f"{topic}-out", PARTITIONS, 1)])
+    produce(client, topic, values)
+    consumer = client.consumer(f"{topic}-g")
+    consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    producer = client.producer()
+    total, first, first_size = 0, None, 0
+    deadline = time.monotonic() + 300
+    while total < len(values) and time.monotonic() < deadline:
+        records = consumer.poll(batch, 1.0)
+        if not records:
+            continue
+        if first is None:
+            first, first_size = time.perf_counter(), len(records)  # steady state: from the first batch on
+        for record in records:
+            producer.send(f"{topic}-out", record.value[:RELAY_OUTPUT_BYTES], key=record.key)
+        producer.flush()
+        offsets: dict = {}
+        for record in records:
+            offsets[record.tp] = max(offsets.get(record.tp, 0), record.offset + 1)
+        consumer.commit(offsets)
+        total += len(records)
+    rate = (total - first_size) / max(time.perf_counter() - first, 1e-9) if first else 0.0
+    producer.close()
+    consumer.close()
+    return rate
+
+
 def read_outputs(client, topic: str, n: int, timeout: float) -> list:
     """The ``n`` output records, read once they are all written (reading them while the
     service runs would take CPU from it: this machine has two cores)."""
@@ -127,7 +169,7 @@ def service_run(kind: str, bootstrap: str, train: list[bytes], score: list[bytes
                             score_topic=f"{name}-score", output_topic=f"{name}-out", dlq_topic=f"{name}-dlq",
                             group=f"{name}-g", state_dir=state_dir, score_partitions=PARTITIONS,
                             model="uc_pd_jm_dp", param={"beta": 0.3, "mu": 50.0, "delta": 0.5, "ups": 0.2},
-                            max_poll_records=2000)
+                            max_poll_records=MAX_POLL_RECORDS)
         with client.admin() as admin:
             admin.create_topics([(cfg.train_topic, 1, 1), (cfg.score_topic, PARTITIONS, 1),
                                  (cfg.output_topic, PARTITIONS, 1), (cfg.dlq_topic, 1, 1)])
@@ -189,12 +231,18 @@ def main(argv: list[str] | None = None) -> int:
             n = len(score) if kind == "confluent" else max(2000, len(score) // 5)
             client = open_client(kind, KafkaConfig(bootstrap_servers=broker.bootstrap_servers))
             ceiling_rate = ceiling(client, score[:n])
+            relay_rate = relay_ceiling(client, score[:n], MAX_POLL_RECORDS)
             run = service_run(kind, broker.bootstrap_servers, train, score[:n], args.seed)
             run["ceiling_consume_per_s"] = ceiling_rate
             run["fraction_of_ceiling"] = run["docs_per_s"] / ceiling_rate if ceiling_rate else float("nan")
+            run["relay_per_s"] = relay_rate
+            run["relay_fraction_of_ceiling"] = relay_rate / ceiling_rate if ceiling_rate else float("nan")
+            run["fraction_of_relay"] = run["docs_per_s"] / relay_rate if relay_rate else float("nan")
             results.append(run)
-            print(f"{kind:>12}: ceiling (consume, no model) {ceiling_rate:9.0f} rec/s | service {run['docs_per_s']:8.0f} "
-                  f"docs/s = {run['fraction_of_ceiling'] * 100:5.1f}% of the ceiling | latency at "
+            print(f"{kind:>12}: ceiling (consume, no model) {ceiling_rate:9.0f} rec/s | relay (consume, produce, commit; "
+                  f"no parsing, no model) {relay_rate:9.0f} rec/s = {run['relay_fraction_of_ceiling'] * 100:5.1f}% of the "
+                  f"ceiling | service {run['docs_per_s']:8.0f} docs/s = {run['fraction_of_ceiling'] * 100:5.1f}% of the "
+                  f"ceiling, {run['fraction_of_relay'] * 100:5.1f}% of the relay | latency at "
                   f"{run['latency_rate']:.0f} docs/s: p50 {run['latency_p50_ms']:.1f} ms, p99 {run['latency_p99_ms']:.1f} ms",
                   flush=True)
     if args.json:

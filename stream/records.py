@@ -292,17 +292,19 @@ def _load_object(value: bytes | bytearray | memoryview | str | None, limits: Lim
     elif isinstance(value, (bytes, bytearray, memoryview)):
         if len(value) > limits.max_record_bytes:
             raise InvalidRecord(Reason.TOO_LARGE, f"record is {len(value)} bytes, limit {limits.max_record_bytes}")
-        try:
-            text = bytes(value).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidRecord(Reason.INVALID_UTF8, f"byte {exc.start}: {exc.reason}") from None
+        text = None  # decoded only when the fast path fails: orjson checks UTF-8 (no surrogates) itself
     else:
         raise TypeError(f"expected bytes, got {type(value).__name__}")
     try:
-        obj = orjson.loads(text)  # fast path; refuses NaN/Infinity and deep nesting as json does below
+        obj = orjson.loads(value)  # fast path; refuses NaN/Infinity and deep nesting as json does below
     except orjson.JSONDecodeError:
         obj = None  # invalid, or valid but beyond orjson (integers over 64 bits): the exact path decides
     if obj is None:
+        if text is None:
+            try:
+                text = bytes(value).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InvalidRecord(Reason.INVALID_UTF8, f"byte {exc.start}: {exc.reason}") from None
         obj = _load_exactly(text)
     if not isinstance(obj, dict):
         raise InvalidRecord(Reason.NOT_AN_OBJECT, f"expected a JSON object, got {_type_name(obj)}")
@@ -456,7 +458,7 @@ def _check_content(obj: dict[str, Any], limits: Limits) -> tuple[str | None, dic
         raise InvalidRecord(Reason.WRONG_TYPE, f"text must be a string, got {_type_name(text)}")
     if len(text) > limits.max_text_chars:
         raise InvalidRecord(Reason.TOO_LARGE, f"text has {len(text)} characters, limit {limits.max_text_chars}")
-    bad = _SURROGATE.search(text)
+    bad = None if text.isascii() else _SURROGATE.search(text)  # isascii() is O(1) in CPython
     if bad:  # a JSON \ud800 escape: valid JSON, but not encodable as UTF-8
         raise InvalidRecord(Reason.INVALID_UTF8, f"text holds a lone surrogate at character {bad.start()}")
     return text, None
