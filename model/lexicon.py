@@ -101,6 +101,20 @@ def _find(slot_hash, slot_term, term_bytes, term_start, term_len, h, buf, starts
 
 
 @njit(cache=True, nogil=True)
+def _count_term(term, d, serial, mark, position, out_owner, out_terms, out_counts, n_out):  # pragma: no cover
+    """Count one occurrence of ``term`` in document ``d``; returns the new number of output rows."""
+    if mark[term] == serial:
+        out_counts[position[term]] += 1.0
+        return n_out
+    mark[term] = serial
+    position[term] = n_out
+    out_owner[n_out] = d
+    out_terms[n_out] = term
+    out_counts[n_out] = 1.0
+    return n_out + 1
+
+
+@njit(cache=True, nogil=True)
 def _known_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slot_hash, slot_term, term_bytes,
                  term_start, term_len, mark, position, serial, out_owner, out_terms, out_counts):  # pragma: no cover
     """Known terms of each document with their counts, in first-occurrence order; returns how many."""
@@ -108,12 +122,15 @@ def _known_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slot_
     buf = np.empty(data.shape[0], dtype=np.uint8)
     starts = np.empty(data.shape[0] // 2 + 1, dtype=np.int64)
     ends = np.empty(data.shape[0] // 2 + 1, dtype=np.int64)
+    hashes = np.empty(data.shape[0] // 2 + 1, dtype=np.uint64)
     for d in range(doc_starts.shape[0] - 1):
         serial += 1
-        # 1. clean: lower-case, separators, dropped apostrophes; 2. split into words no longer than max_len
+        # 1. clean: lower-case, separators, dropped apostrophes; 2. split into words no longer than
+        # max_len, hashing each word as its bytes go by (its unigram hash)
         n_words = 0
         length = 0
         word_start = -1
+        h = _FNV_OFFSET
         for i in range(doc_starts[d], doc_starts[d + 1] + 1):
             if i < doc_starts[d + 1]:
                 b = data[i]
@@ -127,34 +144,32 @@ def _known_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slot_
             if kind == 0:
                 if word_start < 0:
                     word_start = length
+                    h = _FNV_OFFSET
                 buf[length] = b
                 length += 1
+                h = (h ^ np.uint64(b)) * _FNV_PRIME
             elif word_start >= 0:
                 if length - word_start <= max_len:
                     starts[n_words] = word_start
                     ends[n_words] = length
+                    hashes[n_words] = h
                     n_words += 1
                 word_start = -1
         # 3. every n-gram of the kept words (unigrams first, as the tokenizer lists them)
-        for n in range(1, ngrams + 1):
+        for first in range(n_words):
+            term = _find(slot_hash, slot_term, term_bytes, term_start, term_len, hashes[first], buf, starts, ends,
+                         first, 1)
+            if term >= 0:
+                n_out = _count_term(term, d, serial, mark, position, out_owner, out_terms, out_counts, n_out)
+        for n in range(2, ngrams + 1):
             for first in range(0, n_words - n + 1):
-                h = _FNV_OFFSET
-                for j in range(first, first + n):
-                    if j > first:
-                        h = (h ^ np.uint64(32)) * _FNV_PRIME
+                h = hashes[first]  # FNV-1a of "w1 w2 ...": continue from the first word's hash
+                for j in range(first + 1, first + n):
+                    h = (h ^ np.uint64(32)) * _FNV_PRIME
                     h = _fnv(buf, starts[j], ends[j], h)
                 term = _find(slot_hash, slot_term, term_bytes, term_start, term_len, h, buf, starts, ends, first, n)
-                if term < 0:
-                    continue
-                if mark[term] == serial:
-                    out_counts[position[term]] += 1.0
-                else:
-                    mark[term] = serial
-                    position[term] = n_out
-                    out_owner[n_out] = d
-                    out_terms[n_out] = term
-                    out_counts[n_out] = 1.0
-                    n_out += 1
+                if term >= 0:
+                    n_out = _count_term(term, d, serial, mark, position, out_owner, out_terms, out_counts, n_out)
     return n_out, serial
 
 
