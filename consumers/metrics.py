@@ -55,6 +55,10 @@ class ServiceMetrics:
         self.training_records = Counter("sgm_training_records_total",
                                         "Training records applied (valid or rejected; redeliveries skipped)",
                                         registry=registry)
+        self.training_offsets_missed = Counter(
+            "sgm_training_offsets_missed_total",
+            "Training-topic offsets never delivered to this process (deleted by retention or compaction before "
+            "it read them): documents this model lacks", registry=registry)
         self.scored = Counter("sgm_documents_scored_total", "Documents scored (outputs acknowledged by the broker)",
                               registry=registry)
         self.dead_lettered = Counter("sgm_documents_dead_lettered_total",

@@ -403,8 +403,11 @@ class Service:
         self._applying = True  # from here until flush() below the model and the offsets may disagree
         for record in records:
             partition = record.partition
-            if record.offset < self.train_offsets.get(partition, 0):
+            expected = self.train_offsets.get(partition, 0)
+            if record.offset < expected:
                 continue  # already inside the model (a redelivery): applying it again would count it twice
+            if record.offset > expected:
+                self._training_gap(record, expected)
             metrics.training_records.inc()
             try:
                 parsed = parse_train(record.value, self.limits)
@@ -451,6 +454,22 @@ class Service:
             self._send_dead_letters(dead)
             self._dlq_unflushed = True
             self._flush_training_letters()
+
+    def _training_gap(self, record: Record, expected: int) -> None:
+        """Offsets ``expected .. record.offset - 1`` were never delivered: the log lost them before we read them.
+
+        Every replica reads the training log from offset 0 (or from its
+        snapshot), so a jump means retention or compaction deleted records
+        this model never applied: it lacks those documents and differs from a
+        replica that read them. Nothing can bring them back; the service says
+        so loudly (error log, ``sgm_training_offsets_missed_total``, alert
+        ``SgmTrainingLogGap``) and goes on with what the log still holds.
+        """
+        missed = record.offset - expected
+        self.metrics.training_offsets_missed.inc(missed)
+        log.error("training log gap: offsets were deleted before this process read them; the model lacks them",
+                  extra={"topic": record.topic, "partition": record.partition, "first_missed": expected,
+                         "last_missed": record.offset - 1, "missed": missed})
 
     def _flush_training_letters(self) -> None:
         """Wait for the training dead letters' acks; on failure send the failed ones again and raise.

@@ -1508,8 +1508,10 @@ class MemoryBroker:
     evicted. Commits from a member whose generation is stale raise
     :class:`CommitFailedError`.
 
-    Not modelled: retention and compaction, transactions, timestamps-to-offset
-    lookup, broker failures and latency.
+    Retention is modelled by :meth:`delete_records` (Kafka's DeleteRecords: the
+    log start moves forward; a position before it is out of range). Not
+    modelled: compaction, transactions, timestamps-to-offset lookup, broker
+    failures and latency.
 
     Parameters
     ----------
@@ -1531,6 +1533,7 @@ class MemoryBroker:
         self._logs: dict[str, list[list[Record]]] = {}
         self._groups: dict[str, _MemoryGroup] = {}
         self._commits: dict[str, dict[TopicPartition, int]] = {}
+        self._log_start: dict[TopicPartition, int] = {}
 
     @classmethod
     def named(cls, name: str) -> "MemoryBroker":
@@ -1584,8 +1587,27 @@ class MemoryBroker:
                 raise KafkaTransportError(f"unknown partition {tp}")
             return len(parts[tp.partition])
 
+    def log_start(self, tp: TopicPartition) -> int:
+        """The first offset still held (0 unless :meth:`delete_records` moved it)."""
+        with self._lock:
+            return self._log_start.get(tp, 0)
+
+    def delete_records(self, tp: TopicPartition, before_offset: int) -> int:
+        """Delete the records below ``before_offset``, as retention does; returns the new log start."""
+        with self._lock:
+            parts = self._logs.get(tp.topic)
+            if parts is None or not 0 <= tp.partition < len(parts):
+                raise KafkaTransportError(f"unknown partition {tp}")
+            log_ = parts[tp.partition]
+            start = self._log_start.get(tp, 0)
+            new_start = min(max(start, before_offset), len(log_))
+            log_[start:new_start] = [None] * (new_start - start)  # offsets stay dense: the slots just empty
+            self._log_start[tp] = new_start
+            return new_start
+
     def read(self, tp: TopicPartition, offset: int, max_records: int) -> list[Record]:
         with self._lock:
+            assert offset >= self._log_start.get(tp, 0), "read below the log start"
             return self._logs[tp.topic][tp.partition][offset : offset + max_records]
 
     # -- offsets ---------------------------------------------------------------------------
@@ -1839,8 +1861,8 @@ class _MemoryConsumer(Consumer):
                     break
                 end = b.end_offset(tp)
                 pos = self._positions[tp]
-                if pos > end:  # out of range
-                    pos = self._positions[tp] = 0 if self._reset == "earliest" else end
+                if pos > end or pos < b.log_start(tp):  # out of range
+                    pos = self._positions[tp] = b.log_start(tp) if self._reset == "earliest" else end
                 batch = b.read(tp, pos, max_records - len(out))
                 if batch:
                     out.extend(batch)

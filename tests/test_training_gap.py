@@ -1,0 +1,100 @@
+"""A training log that lost records before a replica read them is reported, not silently absorbed.
+
+Every replica reads the training topic from offset 0 (or from its snapshot).
+When retention has deleted records it never applied, its consumer jumps to the
+log start and the model lacks those documents: the service logs an error with
+the missed offsets and counts them in ``sgm_training_offsets_missed_total``
+(alert ``SgmTrainingLogGap``). Tansu does not implement DeleteRecords, so
+retention is played by the memory transport's ``MemoryBroker.delete_records``.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+
+from consumers.config import ServiceConfig
+from consumers.service import Service
+from stream.records import TrainRecord, encode_train
+from stream.transport import KafkaConfig, TopicPartition, open_client
+
+
+def config(name: str, state_dir: str) -> ServiceConfig:
+    return ServiceConfig(bootstrap_servers=f"memory://{name}", client="memory", train_topic=f"{name}-train",
+                         score_topic=f"{name}-score", output_topic=f"{name}-out", dlq_topic=f"{name}-dlq",
+                         group=f"{name}-g", state_dir=state_dir, metrics_address="", model="u_jm",
+                         poll_timeout=0.0, snapshot_every_records=10**9, snapshot_every_seconds=10**9)
+
+
+def run_until_idle(service: Service) -> None:
+    idle = 0
+    while idle < 3:
+        idle = 0 if service.step() else idle + 1
+
+
+def missed(service: Service) -> float:
+    return service.metrics.training_offsets_missed._value.get()
+
+
+def send_training(client, topic: str, ids: range) -> None:
+    producer = client.producer()
+    for i in ids:
+        producer.send(topic, encode_train(TrainRecord(id=f"d{i}", labels=("a" if i % 2 else "b",),
+                                                      text=f"word{i} shared words")))
+    producer.flush()
+
+
+def test_records_deleted_before_a_replica_read_them_are_reported(tmp_path, caplog):
+    name = f"gap-{uuid.uuid4().hex[:8]}"
+    cfg = config(name, str(tmp_path / "first"))
+    client = open_client("memory", KafkaConfig(bootstrap_servers=cfg.bootstrap_servers))
+    first = Service(cfg, client=client)
+    first.start()
+    send_training(client, cfg.train_topic, range(10))
+    run_until_idle(first)
+    assert len(first.model) == 10 and missed(first) == 0  # a whole log: nothing missed
+    first.snapshot()
+    first.close()
+
+    # retention deletes offsets 0..3; a new replica (no snapshot) can only read 4..9
+    client.broker.delete_records(TopicPartition(cfg.train_topic, 0), 4)
+    late = Service(config(name, str(tmp_path / "late")), client=client)
+    with caplog.at_level(logging.ERROR, logger="sgm.service"):
+        late.start()
+        run_until_idle(late)
+    try:
+        assert sorted(late.model.state.docs) == [f"d{i}" for i in range(4, 10)]
+        assert missed(late) == 4
+        gaps = [r for r in caplog.records if r.getMessage().startswith("training log gap")]
+        assert [(r.first_missed, r.last_missed, r.missed) for r in gaps] == [(0, 3, 4)]
+    finally:
+        late.close()
+
+    # the first replica restarts from its snapshot (offset 10); records 10..14 arrive, 10..11 are deleted first
+    send_training(client, cfg.train_topic, range(10, 15))
+    client.broker.delete_records(TopicPartition(cfg.train_topic, 0), 12)
+    restarted = Service(cfg, client=client)
+    restarted.start()
+    try:
+        run_until_idle(restarted)
+        assert len(restarted.model) == 13 and missed(restarted) == 2
+        assert restarted.train_offsets[0] == 15
+    finally:
+        restarted.close()
+
+
+def test_redeliveries_and_a_contiguous_log_count_no_gap(tmp_path):
+    name = f"nogap-{uuid.uuid4().hex[:8]}"
+    cfg = config(name, str(tmp_path))
+    client = open_client("memory", KafkaConfig(bootstrap_servers=cfg.bootstrap_servers))
+    service = Service(cfg, client=client)
+    service.start()
+    try:
+        send_training(client, cfg.train_topic, range(6))
+        run_until_idle(service)
+        consumer = client.consumer(None)
+        consumer.assign([TopicPartition(cfg.train_topic, 0)])
+        service.apply_training(consumer.poll(100, 0.0))  # the whole log again: all redeliveries
+        consumer.close()
+        assert len(service.model) == 6 and missed(service) == 0
+    finally:
+        service.close()
