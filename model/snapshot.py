@@ -82,6 +82,17 @@ def _split(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
     return np.split(flat, np.cumsum(lengths)[:-1]) if len(lengths) else []
 
 
+class _HashingWriter:
+    """A write-only file object that feeds a hash with everything written through it."""
+
+    def __init__(self, target: BinaryIO, digest: Any) -> None:
+        self.target, self.digest = target, digest
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        return self.target.write(data)
+
+
 # ------------------------------------------------------------------ encode
 def dumps(model: GenerativeTextModel, extra: dict[str, Any] | None = None) -> bytes:
     """Serialize ``model`` (and JSON-able ``extra`` metadata, e.g. offsets) to bytes."""
@@ -93,40 +104,49 @@ def dumps(model: GenerativeTextModel, extra: dict[str, Any] | None = None) -> by
 def dump(model: GenerativeTextModel, handle: BinaryIO, extra: dict[str, Any] | None = None) -> None:
     """Write the snapshot of ``model`` to a seekable binary ``handle``: the same bytes as :func:`dumps`.
 
-    Nothing but one array at a time is held in memory besides the model, so a
-    large model can be saved without a transient of the snapshot's size.
+    Each array is built only when its turn comes and is streamed into its
+    archive member, so besides the model the transient memory is one array
+    (the largest: the documents' term ids), not the snapshot.
     """
     state = model.state
-    arrays: dict[str, np.ndarray] = {}
     n_cls, n_terms, used = state.classes.capacity, state.terms.capacity, state.ent_used
-    arrays["class_names"], arrays["class_name_lengths"] = _pack_strings(state.classes.names)
-    arrays["class_free"] = np.array(state.classes.free, dtype=np.int64)
-    arrays["term_names"], arrays["term_name_lengths"] = _pack_strings(state.terms.names)
-    arrays["term_free"] = np.array(state.terms.free, dtype=np.int64)
+    arena = state.arena
+    records = list(state.docs.values())
+    doc_ids = list(state.docs)
+    # name -> how to build the array (called once, when it is written)
+    builders: dict[str, Any] = {
+        "class_names": lambda: _pack_strings(state.classes.names)[0],
+        "class_name_lengths": lambda: _pack_strings(state.classes.names)[1],
+        "class_free": lambda: np.array(state.classes.free, dtype=np.int64),
+        "term_names": lambda: _pack_strings(state.terms.names)[0],
+        "term_name_lengths": lambda: _pack_strings(state.terms.names)[1],
+        "term_free": lambda: np.array(state.terms.free, dtype=np.int64),
+        "ent_free": lambda: state.free_stack[: state.free_top],
+        "arena_slot": lambda: arena.slot[: arena.used],
+        "arena_cls": lambda: arena.cls[: arena.used],
+        "doc_ids": lambda: _pack_strings(doc_ids)[0],
+        "doc_id_lengths": lambda: _pack_strings(doc_ids)[1],
+        "doc_classes": lambda: _flatten([np.array(r.classes, dtype=np.int64) for r in records], np.int64)[0],
+        "doc_class_counts": lambda: np.array([len(r.classes) for r in records], dtype=np.int64),
+        "doc_terms": lambda: _flatten([r.terms for r in records], np.int64)[0],
+        "doc_term_counts": lambda: np.array([len(r.terms) for r in records], dtype=np.int64),
+        "doc_weights": lambda: _flatten([r.weights for r in records], np.float64)[0],
+        "doc_raw": lambda: _flatten([r.raw for r in records], np.float64)[0],
+        "doc_factor": lambda: np.array([r.factor for r in records], dtype=np.float64),
+        "doc_ts": lambda: np.array([r.ts for r in records], dtype=np.float64),
+        "doc_seq": lambda: np.array([r.seq for r in records], dtype=np.int64),
+    }
     for name, size in (("cls_refs", n_cls), ("cls_entries", n_cls), ("term_refs", n_terms), ("term_raw", n_terms),
                        ("ent_class", used), ("ent_term", used), ("ent_refs", used)):
-        arrays[name] = np.ascontiguousarray(getattr(state, name)[:size])
+        builders[name] = (lambda name=name, size=size: getattr(state, name)[:size])
     for name, size in COMPENSATED.items():
-        sums = getattr(state, name)
         limit = {"class": n_cls, "term": n_terms, "entry": used}[size]
-        arrays[name] = sums.hi[:limit].copy()
-        arrays[name + "_lo"] = sums.lo[:limit].copy()
-    arrays["ent_free"] = state.free_stack[: state.free_top].copy()
-    arena = state.arena
-    arrays["arena_slot"] = arena.slot[: arena.used].copy()
-    arrays["arena_cls"] = arena.cls[: arena.used].copy()
+        builders[name] = (lambda name=name, limit=limit: getattr(state, name).hi[:limit])
+        builders[name + "_lo"] = (lambda name=name, limit=limit: getattr(state, name).lo[:limit])
     for name in ("start", "length", "capacity"):
-        arrays[f"arena_{name}"] = getattr(arena, name)[:n_terms].copy()
-    records = list(state.docs.items())
-    arrays["doc_ids"], arrays["doc_id_lengths"] = _pack_strings([d for d, _ in records])
-    arrays["doc_classes"], arrays["doc_class_counts"] = _flatten([np.array(r.classes, dtype=np.int64) for _, r in records], np.int64)
-    arrays["doc_terms"], arrays["doc_term_counts"] = _flatten([r.terms for _, r in records], np.int64)
-    arrays["doc_weights"], _ = _flatten([r.weights for _, r in records], np.float64)
-    arrays["doc_raw"], _ = _flatten([r.raw for _, r in records], np.float64)
-    arrays["doc_factor"] = np.array([r.factor for _, r in records], dtype=np.float64)
-    arrays["doc_ts"] = np.array([r.ts for _, r in records], dtype=np.float64)
-    arrays["doc_seq"] = np.array([r.seq for _, r in records], dtype=np.int64)
-    arrays.update(model._snapshot_arrays())
+        builders[f"arena_{name}"] = (lambda name=name: getattr(arena, name)[:n_terms])
+    for name, array in model._snapshot_arrays().items():
+        builders[name] = (lambda array=array: array)
     scalars = {
         name: getattr(state, name)
         for name in ("n_docs", "n_vocab", "n1", "n2", "seq", "ent_used", "pruned_documents", "pruned_entries",
@@ -136,20 +156,16 @@ def dump(model: GenerativeTextModel, handle: BinaryIO, extra: dict[str, Any] | N
         total = getattr(state, name)
         scalars[name] = [total.hi, total.lo]
     scalars.update(arena_used=arena.used, arena_garbage=arena.garbage)
-    names = sorted(arrays)
+    names = sorted(builders)
     digest = hashlib.sha256()
     with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_STORED) as archive:
-        # One array at a time, each copy dropped once written: written to a file, the transient
-        # memory is the largest array, not the snapshot.
         for name in names:
-            buffer = io.BytesIO()
-            np.save(buffer, arrays.pop(name), allow_pickle=False)
-            data = buffer.getvalue()
-            del buffer
+            array = np.ascontiguousarray(builders.pop(name)())
             digest.update(name.encode())
-            digest.update(data)
-            archive.writestr(f"{name}.npy", data)
-            del data
+            with archive.open(f"{name}.npy", "w", force_zip64=array.nbytes > 2**31) as member:
+                # np.save's bytes, written in pieces straight into the member (and the content hash)
+                np.lib.format.write_array(_HashingWriter(member, digest), array, allow_pickle=False)
+            del array
         meta = {
             "format": FORMAT,
             "version": VERSION,
