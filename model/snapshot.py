@@ -113,19 +113,27 @@ def dump(model: GenerativeTextModel, handle: BinaryIO, extra: dict[str, Any] | N
     arena = state.arena
     records = list(state.docs.values())
     doc_ids = list(state.docs)
+    packed: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def strings(key: str, names: list[str | None], part: int) -> np.ndarray:
+        # blob and lengths come from one encoding pass; the lengths are written first (sorted names)
+        if key not in packed:
+            packed[key] = _pack_strings(names)
+        return packed.pop(key)[0] if part == 0 else packed[key][1]
+
     # name -> how to build the array (called once, when it is written)
     builders: dict[str, Any] = {
-        "class_names": lambda: _pack_strings(state.classes.names)[0],
-        "class_name_lengths": lambda: _pack_strings(state.classes.names)[1],
+        "class_names": lambda: strings("class", state.classes.names, 0),
+        "class_name_lengths": lambda: strings("class", state.classes.names, 1),
         "class_free": lambda: np.array(state.classes.free, dtype=np.int64),
-        "term_names": lambda: _pack_strings(state.terms.names)[0],
-        "term_name_lengths": lambda: _pack_strings(state.terms.names)[1],
+        "term_names": lambda: strings("term", state.terms.names, 0),
+        "term_name_lengths": lambda: strings("term", state.terms.names, 1),
         "term_free": lambda: np.array(state.terms.free, dtype=np.int64),
         "ent_free": lambda: state.free_stack[: state.free_top],
         "arena_slot": lambda: arena.slot[: arena.used],
         "arena_cls": lambda: arena.cls[: arena.used],
-        "doc_ids": lambda: _pack_strings(doc_ids)[0],
-        "doc_id_lengths": lambda: _pack_strings(doc_ids)[1],
+        "doc_ids": lambda: strings("doc", doc_ids, 0),
+        "doc_id_lengths": lambda: strings("doc", doc_ids, 1),
         "doc_classes": lambda: _flatten([np.array(r.classes, dtype=np.int64) for r in records], np.int64)[0],
         "doc_class_counts": lambda: np.array([len(r.classes) for r in records], dtype=np.int64),
         "doc_terms": lambda: _flatten([r.terms for r in records], np.int64)[0],
