@@ -673,7 +673,7 @@ class Service:
             log.error("snapshot failed; will retry", extra={"error": str(exc), "state_dir": self.config.state_dir})
             return
         finally:
-            release_free_memory()  # the serialization buffers (a few times the snapshot's size) go back to the OS
+            release_free_memory()  # the serialization buffers (about one array at a time) go back to the OS
         freeze_long_lived_heap()  # what was learned since the last snapshot is long-lived too
         self._since_snapshot = 0
         self._last_snapshot = self._last_snapshot_written = time.time()

@@ -170,7 +170,7 @@ def dump(model: GenerativeTextModel, handle: BinaryIO, extra: dict[str, Any] | N
         for name in names:
             array = np.ascontiguousarray(builders.pop(name)())
             digest.update(name.encode())
-            with archive.open(f"{name}.npy", "w", force_zip64=array.nbytes > 2**31) as member:
+            with archive.open(f"{name}.npy", "w", force_zip64=array.nbytes + 4096 >= zipfile.ZIP64_LIMIT) as member:
                 # np.save's bytes, written in pieces straight into the member (and the content hash)
                 np.lib.format.write_array(_HashingWriter(member, digest), array, allow_pickle=False)
             del array
