@@ -209,12 +209,21 @@ class GenerativeTextModel:
         changed = 0
         batch: list[tuple] = []
         in_batch: set[str] = set()
-        all_terms, all_counts, lengths = batch_term_counts(docs, self.tokenizer)  # one pass for the batch
+        all_terms, all_counts, lengths = batch_term_counts(docs, self.tokenizer, check_terms=False)  # new terms are checked when interned
         # Interned once for the whole batch: documents then carry id slices, valid while held.
         with self.state.holding_term_ids() as added:
             all_ids = self.state.intern_terms(all_terms, added)
             ends = np.cumsum(lengths).tolist()
-            for doc_label_ts_id, begin, end in zip(zip(labels, ts_list, id_list), [0] + ends[:-1], ends):
+            begins = [0] + ends[:-1]
+            if None not in id_list:
+                keys = list(map(str, id_list))
+                if len(set(keys)) == len(keys) and self.state.docs.keys().isdisjoint(keys):
+                    # every id new and distinct (the common case): one batch, nothing to resolve first
+                    batch = list(zip(keys, map(self._class_keys, labels),
+                                     [all_ids[b:e] for b, e in zip(begins, ends)],
+                                     [all_counts[b:e] for b, e in zip(begins, ends)], map(_ts, ts_list)))
+                    return self._flush(batch)
+            for doc_label_ts_id, begin, end in zip(zip(labels, ts_list, id_list), begins, ends):
                 label, t, doc_id = doc_label_ts_id
                 classes = self._class_keys(label)
                 raw = all_counts[begin:end]

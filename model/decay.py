@@ -72,6 +72,28 @@ class DecayClock:
             return int(math.floor(exponent))
         return 0
 
+    def observe_all(self, stamps: list[float | None]) -> list[float]:
+        """Without decay: :meth:`observe` each stamp in order and return their event times.
+
+        The same times as ``observe(ts)`` followed by ``event_time(ts)`` one by
+        one (nothing ever rebases without a half-life), in one loop.
+        """
+        assert self.half_life is None, "with decay, observe one by one (a stamp may move the origin)"
+        now, origin = self.now, self.origin
+        times = []
+        for ts in stamps:
+            if ts is not None:
+                t = float(ts)
+            else:
+                t = now if now is not None else (0.0 if origin is None else origin)
+            if origin is None:
+                origin = t
+            if now is None or t > now:
+                now = t
+            times.append(t)
+        self.now, self.origin = now, origin
+        return times
+
     def shift_origin(self, half_lives: int) -> None:
         assert self.half_life is not None and self.origin is not None
         self.origin += half_lives * self.half_life

@@ -28,6 +28,46 @@ def compensated_add(hi: np.ndarray, lo: np.ndarray, index: np.ndarray, values: n
 
 
 @njit(cache=True, nogil=True)
+def compensated_running_sum(hi: float, lo: float, values: np.ndarray):  # pragma: no cover - compiled
+    """``(hi, lo)`` after adding ``values`` one by one with TwoSum: a scalar running sum, in order."""
+    for i in range(values.shape[0]):
+        x = values[i]
+        t = hi + x
+        b = t - hi
+        lo += (hi - (t - b)) + (x - b)
+        hi = t
+    return hi, lo
+
+
+@njit(cache=True, nogil=True)
+def count_terms(terms: np.ndarray, factors: np.ndarray, raw: np.ndarray, df_hi: np.ndarray, df_lo: np.ndarray,
+                refs: np.ndarray, term_raw: np.ndarray):  # pragma: no cover - compiled
+    """Count documents' terms in order: document frequency (+factor), references (+1), raw counts (+raw).
+
+    Returns the change in how many terms have a raw count of exactly 1 and of
+    exactly 2 (the Kneser-Ney estimate's n1 and n2), followed term by term.
+    """
+    d1 = 0
+    d2 = 0
+    for i in range(terms.shape[0]):
+        t = terms[i]
+        _two_sum(df_hi, df_lo, t, factors[i])
+        refs[t] += 1
+        old = term_raw[t]
+        new = old + raw[i]
+        term_raw[t] = new
+        if old == 1.0:
+            d1 -= 1
+        elif old == 2.0:
+            d2 -= 1
+        if new == 1.0:
+            d1 += 1
+        elif new == 2.0:
+            d2 += 1
+    return d1, d2
+
+
+@njit(cache=True, nogil=True)
 def accumulate_postings(owner: np.ndarray, terms: np.ndarray, weights: np.ndarray, starts: np.ndarray,
                         lengths: np.ndarray, posting_class: np.ndarray, posting_weight: np.ndarray,
                         out: np.ndarray) -> None:  # pragma: no cover - compiled

@@ -269,10 +269,7 @@ def _load_array(name: str, raw: bytes) -> np.ndarray:
 
 
 def _interner(names: list[str | None], free: np.ndarray) -> Interner:
-    interner = Interner()
-    interner.names = names
-    interner.ids = {name: i for i, name in enumerate(names) if name is not None}
-    interner.free = free.tolist()
+    interner = Interner(names, free.tolist())
     if len(interner.ids) + len(interner.free) != len(names):
         raise SnapshotError("id table and free list disagree")
     return interner

@@ -30,13 +30,16 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import itertools
 import math
 from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from .decay import REBASE_AFTER_HALF_LIVES, DecayClock
-from .kernels import DONE, NEED_ENTRIES, add_entries, compensated_add, remove_entries
+from .kernels import (DONE, NEED_ENTRIES, add_entries, compensated_add, compensated_running_sum, count_terms,
+                      remove_entries)
+from .text import check_term_types
 
 #: Weights below this (in true units) would underflow when rescaled; such documents expire.
 _UNDERFLOW = 1e-280
@@ -166,6 +169,27 @@ class CompensatedSum:
         self.lo = math.ldexp(self.lo, exponent)
 
 
+class _NameIds(dict):
+    """An :class:`Interner`'s name -> id table.
+
+    While the interner is interning a batch (:meth:`Interner.ids_of`), looking
+    up a missing name adds it, so one C-level ``map`` over a batch both finds
+    and adds ids; at any other time a missing name raises ``KeyError`` as in a
+    plain dict.
+    """
+
+    __slots__ = ("owner",)
+
+    def __missing__(self, name):
+        owner = self.owner
+        if owner.interning is None:
+            raise KeyError(name)
+        if type(name) is not str and not isinstance(name, str):
+            raise TypeError("terms must be strings")
+        owner.interning.append(name)
+        return owner.add(name)
+
+
 class Interner:
     """Dense integer ids for names (terms or classes), reusing freed ids.
 
@@ -174,17 +198,54 @@ class Interner:
     (0, 1, 0)
     >>> names.remove(0); names.add("eggs")
     0
+    >>> names.ids_of(["ham", "toast", "eggs"]).tolist()
+    [1, 2, 0]
     """
 
-    __slots__ = ("ids", "names", "free", "changes")
+    __slots__ = ("ids", "names", "free", "changes", "interning")
 
-    def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
-        self.names: list[str | None] = []
-        self.free: list[int] = []
+    def __init__(self, names: list[str | None] | None = None, free: list[int] | None = None) -> None:
+        self.ids = _NameIds()
+        self.ids.owner = self
+        self.names: list[str | None] = [] if names is None else names
+        self.ids.update((name, i) for i, name in enumerate(self.names) if name is not None)
+        self.free: list[int] = [] if free is None else free
         #: Ids added or removed, in order, once a follower (``model.lexicon.TermLexicon``) asked for them;
         #: ``None`` when nobody follows, or the log grew so long unread that rebuilding is cheaper.
         self.changes: list[int] | None = None
+        #: Names added by the :meth:`ids_of` call in progress (``None`` outside one).
+        self.interning: list[str] | None = None
+
+    def ids_of(self, names: list[str], added: list[str] | None = None) -> np.ndarray:
+        """Ids of ``names``, adding the new ones in first-seen order (and listing them in ``added``).
+
+        All or nothing: if a new name is not a string, ``TypeError`` is raised
+        and the interner is exactly as before the call.
+        """
+        before = (len(self.names), None if self.changes is None else len(self.changes))
+        self.interning = new = []
+        try:
+            ids = np.fromiter(map(self.ids.__getitem__, names), dtype=np.int64, count=len(names))
+        except BaseException:
+            self._undo(new, *before)
+            raise
+        finally:
+            self.interning = None
+        if added is not None:
+            added.extend(new)
+        return ids
+
+    def _undo(self, new: list[str], n_names: int, n_changes: int | None) -> None:
+        reused = []  # ids taken from the free list, in the order they were popped
+        for name in new:
+            index = self.ids.pop(name)
+            self.names[index] = None
+            if index < n_names:
+                reused.append(index)
+        del self.names[n_names:]
+        self.free.extend(reversed(reused))
+        if self.changes is not None and n_changes is not None:
+            del self.changes[n_changes:]
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -431,25 +492,20 @@ class CountState:
 
     # ------------------------------------------------------------- interning
     def intern_terms(self, term_keys: list[str], added: list[str] | None = None) -> np.ndarray:
-        """Term ids of ``term_keys``, adding new terms in first-seen order (listed in ``added``)."""
-        known = self.terms.ids
-        get = known.get
-        ids = list(map(get, term_keys))
-        if None in ids:
-            # dict.fromkeys dedupes in C; only the distinct keys are checked in Python
-            new = [key for key in dict.fromkeys(term_keys) if key not in known]
-            self.terms.add_new(new)
-            if added is not None:
-                added.extend(new)
-            ids = list(map(get, term_keys))
-            cap = self.terms.capacity
-            if cap > len(self.term_refs):
-                self.term_mass.grow(cap)
-                self.term_df.grow(cap)
-                self.term_refs = grow(self.term_refs, cap)
-                self.term_raw = grow(self.term_raw, cap)
-                self.arena.reserve_terms(cap)
-        return np.array(ids, dtype=np.int64)
+        """Term ids of ``term_keys``, adding new terms in first-seen order (listed in ``added``).
+
+        New keys must be strings (``TypeError`` otherwise, and nothing is
+        added); keys already interned are strings by construction.
+        """
+        ids = self.terms.ids_of(term_keys, added)
+        cap = self.terms.capacity
+        if cap > len(self.term_refs):
+            self.term_mass.grow(cap)
+            self.term_df.grow(cap)
+            self.term_refs = grow(self.term_refs, cap)
+            self.term_raw = grow(self.term_raw, cap)
+            self.arena.reserve_terms(cap)
+        return ids
 
     @contextlib.contextmanager
     def holding_term_ids(self) -> Iterator[list[str]]:
@@ -466,10 +522,12 @@ class CountState:
         try:
             yield added
         finally:
-            candidates = self._held_dead_terms + [t for t in map(self.terms.ids.get, added) if t is not None]
+            interned = np.fromiter(map(self.terms.ids.get, added, itertools.repeat(-1)), dtype=np.int64,
+                                   count=len(added))  # -1: already gone
+            candidates = np.concatenate([np.array(self._held_dead_terms, dtype=np.int64), interned[interned >= 0]])
             self._held_dead_terms = None
-            if candidates:
-                ids = np.unique(np.array(candidates, dtype=np.int64))
+            if len(candidates):
+                ids = np.unique(candidates)
                 for t in ids[(self.term_refs[ids] == 0) & (self.arena.length[ids] == 0)].tolist():
                     if self.terms.names[t] is not None:
                         self.terms.remove(t)
@@ -490,6 +548,18 @@ class CountState:
             self.cls_refs = grow(self.cls_refs, cap)
             self.cls_entries = grow(self.cls_entries, cap)
         return ids
+
+    def _class_ids_of(self, class_keys_per_doc: list[Sequence[str]]) -> list[tuple[int, ...]]:
+        """:meth:`_class_ids` of each document's class keys (looked up once per distinct key tuple)."""
+        memo: dict[tuple[str, ...], tuple[int, ...]] = {}
+        out = []
+        for keys in class_keys_per_doc:
+            keys = keys if type(keys) is tuple else tuple(keys)
+            ids = memo.get(keys)
+            if ids is None:
+                ids = memo[keys] = self._class_ids(keys)
+            out.append(ids)
+        return out
 
     def _counters(self) -> np.ndarray:
         return np.array([self.ent_used, self.free_top, self.arena.used, self.arena.garbage, self.n_vocab], dtype=np.int64)
@@ -557,28 +627,31 @@ class CountState:
             # that moves the origin goes alone, so a later rebase cannot change how its factor rounds.
             cut = max(split, 1)
             return self.add_documents(items[:cut], weigh) + self.add_documents(items[cut:], weigh)
-        times, scales = [], []  # each document's event time and the decay scale when it arrives
-        for item in items:
-            half_lives = clock.observe(item[4])
-            if half_lives:
-                self._rebase(half_lives)
-            times.append(clock.event_time(item[4]))  # ts None: the model time at this document
-            scales.append(clock.scale())
+        if clock.half_life is None:  # no decay: every factor is 1, nothing expires or rebases
+            times = clock.observe_all([item[4] for item in items])
+            kept, factors = range(len(items)), [1.0] * len(items)
+        else:
+            times, kept, factors = [], [], []  # event times; the documents not already underflowed
+            for position, item in enumerate(items):
+                half_lives = clock.observe(item[4])
+                if half_lives:
+                    self._rebase(half_lives)
+                t = clock.event_time(item[4])  # ts None: the model time at this document
+                times.append(t)
+                factor = clock.factor(t)
+                if factor * clock.scale() < _UNDERFLOW:
+                    self.expired_documents += 1
+                else:
+                    kept.append(position)
+                    factors.append(factor)
         records: list[DocRecord | None] = [None] * len(items)
-        kept, factors = [], []
-        for position, (t, scale) in enumerate(zip(times, scales)):
-            factor = clock.factor(t)
-            if factor * scale < _UNDERFLOW:
-                self.expired_documents += 1
-            else:
-                kept.append(position)
-                factors.append(factor)
         if not kept:
             return records
-        batch = [items[p] for p in kept]
-        single = len(batch) == 1  # one document: its terms are distinct
+        batch = items if len(kept) == len(items) else [items[p] for p in kept]
+        n_batch = len(batch)
+        single = n_batch == 1  # one document: its terms are distinct
         # -- count: document frequencies, raw counts (Kneser-Ney), documents per class
-        lengths = np.array([len(item[2]) for item in batch], dtype=np.int64)
+        lengths = np.fromiter(map(len, (item[2] for item in batch)), dtype=np.int64, count=n_batch)
         if isinstance(batch[0][2], np.ndarray):  # interned by the caller: join the id arrays
             terms = batch[0][2] if single else np.concatenate([item[2] for item in batch])
         else:
@@ -586,46 +659,42 @@ class CountState:
         raw = (np.asarray(batch[0][3], dtype=np.float64) if single
                else np.concatenate([np.asarray(item[3], dtype=np.float64) for item in batch]))
         factor_of = np.array(factors)
-        owner = np.repeat(np.arange(len(batch)), lengths)  # document of each term position
+        owner = np.repeat(np.arange(n_batch), lengths)  # document of each term position
         term_factor = factor_of[owner]
-        touched = terms if single else np.unique(terms)
-        old_raw = self.term_raw[touched]
-        self.term_df.add(terms, term_factor, single)
-        scatter_add(self.term_refs, terms, 1, single)
-        scatter_add(self.term_raw, terms, raw, single)
-        self._update_kn(old_raw, self.term_raw[touched])
-        ends = np.cumsum(lengths).tolist()
-        begins = [0] + ends[:-1]
-        pair_doc, pair_class = [], []  # one (document, class) pair per class a document counts under
-        new_records = []
-        for index, (position, item, factor, begin, end) in enumerate(zip(kept, batch, factors, begins, ends)):
-            doc_id, class_keys = item[0], item[1]
-            classes = self._class_ids(class_keys)
-            self.total_docs.add(factor)
-            self.n_docs += 1
-            for c in classes:
-                self.class_docs_total.add(factor)
-                pair_doc.append(index)
-                pair_class.append(c)
-            if self.touched_classes is not None:
-                self.touched_classes.update(classes)
-            self.seq += 1
-            record = DocRecord(classes, terms[begin:end], None, raw[begin:end], factor, times[position], self.seq)
-            self.docs[doc_id] = record
-            if self._track_expiry():
-                heapq.heappush(self._expiry, (factor, self.seq, doc_id))
-            records[position] = record
-            new_records.append(record)
-        pair_doc_array = np.array(pair_doc, dtype=np.int64)
-        pair_class_array = np.array(pair_class, dtype=np.int64)
-        self.cls_docs.add(pair_class_array, factor_of[pair_doc_array])  # in document order
-        np.add.at(self.cls_refs, pair_class_array, 1)
+        d1, d2 = count_terms(terms, term_factor, raw, self.term_df.hi, self.term_df.lo, self.term_refs, self.term_raw)
+        self.n1 += d1
+        self.n2 += d2
+        # one (document, class) pair per class a document counts under, in document order
+        doc_classes = self._class_ids_of([item[1] for item in batch])
+        pair_class = np.fromiter(itertools.chain.from_iterable(doc_classes), dtype=np.int64)
+        pair_doc = (np.arange(n_batch) if len(pair_class) == n_batch
+                    else np.repeat(np.arange(n_batch), np.fromiter(map(len, doc_classes), dtype=np.int64)))
+        pair_factor = factor_of[pair_doc]
+        self.total_docs.hi, self.total_docs.lo = compensated_running_sum(self.total_docs.hi, self.total_docs.lo,
+                                                                         factor_of)
+        self.class_docs_total.hi, self.class_docs_total.lo = compensated_running_sum(
+            self.class_docs_total.hi, self.class_docs_total.lo, pair_factor)
+        self.n_docs += n_batch
+        if self.touched_classes is not None:
+            self.touched_classes.update(pair_class.tolist())
+        self.cls_docs.add(pair_class, pair_factor)  # in document order
+        np.add.at(self.cls_refs, pair_class, 1)
         # -- weigh (after counting the whole batch), then add the contributions
         weights = raw if weigh is None else weigh(terms, raw, lengths[owner])
-        for record, begin, end in zip(new_records, begins, ends):
-            record.weights = weights[begin:end]
-        self._add_contributions(terms, weights * term_factor, owner, lengths, begins, pair_doc_array,
-                                pair_class_array, single)
+        ends = np.cumsum(lengths).tolist()
+        begins = [0] + ends[:-1]
+        first_seq = self.seq + 1
+        self.seq += n_batch
+        new_records = [DocRecord(classes, terms[begin:end], weights[begin:end], raw[begin:end], factor, times[p], seq)
+                       for classes, begin, end, factor, p, seq in zip(doc_classes, begins, ends, factors, kept,
+                                                                       range(first_seq, self.seq + 1))]
+        self.docs.update(zip([item[0] for item in batch], new_records))
+        if self._track_expiry():
+            for item, record in zip(batch, new_records):
+                heapq.heappush(self._expiry, (record.factor, record.seq, item[0]))
+        for position, record in zip(kept, new_records):
+            records[position] = record
+        self._add_contributions(terms, weights * term_factor, owner, lengths, begins, pair_doc, pair_class, single)
         self.epoch += 1
         self._prune()
         return records
@@ -666,8 +735,7 @@ class CountState:
             self._add_entries(pair_terms, pair_of_term, pair_contrib)
         masses = doc_mass[pair_doc]
         self.cls_mass.add(pair_class, masses)  # in document order
-        for mass in masses.tolist():
-            self.total_mass.add(mass)
+        self.total_mass.hi, self.total_mass.lo = compensated_running_sum(self.total_mass.hi, self.total_mass.lo, masses)
 
     def remove_document(self, doc_id: str) -> DocRecord | None:
         """Unlearn a live document exactly; ``None`` if the id is not live."""

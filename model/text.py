@@ -8,7 +8,7 @@ from __future__ import annotations
 import string
 from collections import Counter
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Mapping, Union
 
 import numpy as np
@@ -93,17 +93,24 @@ class Tokenizer:
 
 
 
-def batch_term_counts(docs, tokenizer: Tokenizer) -> tuple[list[str], np.ndarray, list[int]]:
+def batch_term_counts(docs, tokenizer: Tokenizer, *, check_terms: bool = True) -> tuple[list[str], np.ndarray, list[int]]:
     """Terms and counts of many documents, concatenated: ``(terms, counts, distinct terms per document)``.
 
     The same result as :func:`term_counts` on each document, with one array
-    conversion and one validation for the whole batch.
+    conversion and one validation for the whole batch. ``check_terms=False``
+    skips checking that mapping keys are strings, for a caller that checks the
+    keys it has not seen before (:meth:`model.state.CountState.intern_terms`).
 
     >>> batch_term_counts(["a b a", {"c": 2.0, "d": 0}], Tokenizer())
     (['a', 'b', 'c'], array([2., 1., 2.]), [2, 1])
     """
-    if type(docs) is list and len(docs) == 1 and type(docs[0]) is dict:  # one mapping, the common API call
-        all_terms, all_counts, lengths, mappings = list(docs[0]), list(docs[0].values()), [len(docs[0])], True
+    if type(docs) is list and all(type(doc) is dict for doc in docs):  # mappings only: flattened in C
+        all_terms = list(chain.from_iterable(docs))
+        lengths = list(map(len, docs))
+        try:
+            values = np.fromiter(chain.from_iterable(map(dict.values, docs)), dtype=np.float64, count=len(all_terms))
+        except (TypeError, ValueError):
+            raise ValueError("term counts must be numbers") from None
     else:
         all_terms, all_counts, lengths, mappings = [], [], [], False
         tokens = tokenizer.tokens
@@ -118,16 +125,16 @@ def batch_term_counts(docs, tokenizer: Tokenizer) -> tuple[list[str], np.ndarray
             all_terms.extend(counts)
             all_counts.extend(counts.values())
             lengths.append(len(counts))
-    if not mappings:  # tokenizer counts: positive integers and string terms by construction
-        return all_terms, np.array(all_counts, dtype=np.float64), lengths
-    try:
-        values = np.array(all_counts, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError("term counts must be numbers") from None
-    if values.ndim != 1 or len(values) != len(all_terms):
-        raise ValueError("term counts must be numbers")
-    if set(map(type, all_terms)) - {str} and not all(isinstance(t, str) for t in all_terms):
-        raise TypeError("terms must be strings")
+        if not mappings:  # tokenizer counts: positive integers and string terms by construction
+            return all_terms, np.array(all_counts, dtype=np.float64), lengths
+        try:
+            values = np.array(all_counts, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError("term counts must be numbers") from None
+        if values.ndim != 1 or len(values) != len(all_terms):
+            raise ValueError("term counts must be numbers")
+    if check_terms:
+        check_term_types(all_terms)
     status = count_status(values)  # compiled: one pass instead of several array reductions
     if status == COUNTS_POSITIVE:
         return all_terms, values, lengths
@@ -140,6 +147,12 @@ def batch_term_counts(docs, tokenizer: Tokenizer) -> tuple[list[str], np.ndarray
         all_terms = [t for t, k in zip(all_terms, keep.tolist()) if k]
         values = values[keep]
     return all_terms, values, lengths
+
+
+def check_term_types(terms: list) -> None:
+    """Raise ``TypeError`` unless every term is a string."""
+    if set(map(type, terms)) - {str} and not all(isinstance(t, str) for t in terms):
+        raise TypeError("terms must be strings")
 
 
 def term_counts(doc: Document, tokenizer: Tokenizer) -> tuple[list[str], np.ndarray]:
@@ -162,8 +175,7 @@ def term_counts(doc: Document, tokenizer: Tokenizer) -> tuple[list[str], np.ndar
         values = np.fromiter(doc.values(), dtype=np.float64, count=len(terms))
     except (TypeError, ValueError):
         raise ValueError("term counts must be numbers") from None
-    if set(map(type, terms)) - {str} and not all(isinstance(t, str) for t in terms):
-        raise TypeError("terms must be strings")
+    check_term_types(terms)
     if not np.isfinite(values).all() or (values < 0).any():
         raise ValueError("term counts must be finite and non-negative")
     if not values.all():
