@@ -26,7 +26,7 @@ from .kernels import keep_seen_terms
 from .lexicon import TermLexicon
 from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
 from .state import CountState
-from .text import Document, Tokenizer, batch_term_counts, term_counts
+from .text import Document, Tokenizer, batch_term_counts, check_term_types, term_counts
 
 Labels = str | Sequence[str]
 
@@ -236,6 +236,7 @@ class GenerativeTextModel:
                     record = self.state.docs.get(key)
                     if record is not None:
                         if self._record_classes(record) == set(classes):
+                            check_term_types(all_terms[begin:end])  # not interned, so checked here
                             continue
                         self.state.remove_document(key)
                 batch.append((key, classes, all_ids[begin:end], raw, _ts(t)))

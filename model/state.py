@@ -647,6 +647,9 @@ class CountState:
         records: list[DocRecord | None] = [None] * len(items)
         if not kept:
             return records
+        if len(kept) == 1:
+            records[kept[0]] = self._add_one(items[kept[0]], factors[0], times[kept[0]], weigh)
+            return records
         batch = items if len(kept) == len(items) else [items[p] for p in kept]
         n_batch = len(batch)
         single = n_batch == 1  # one document: its terms are distinct
@@ -698,6 +701,50 @@ class CountState:
         self.epoch += 1
         self._prune()
         return records
+
+    def _add_one(self, item: tuple, factor: float, t: float, weigh: Weigher | None) -> DocRecord:
+        """:meth:`add_documents` for one document, bit for bit, with fewer array operations."""
+        doc_id, class_keys, term_keys, raw_counts, _ = item
+        terms = term_keys if isinstance(term_keys, np.ndarray) else self.intern_terms(term_keys)
+        raw = np.asarray(raw_counts, dtype=np.float64)
+        n_terms = len(terms)
+        term_factor = np.full(n_terms, factor)
+        d1, d2 = count_terms(terms, term_factor, raw, self.term_df.hi, self.term_df.lo, self.term_refs, self.term_raw)
+        self.n1 += d1
+        self.n2 += d2
+        classes = self._class_ids(class_keys if type(class_keys) is tuple else tuple(class_keys))
+        pair_class = np.array(classes, dtype=np.int64)
+        self.total_docs.add(factor)
+        for _ in classes:
+            self.class_docs_total.add(factor)
+        self.n_docs += 1
+        if self.touched_classes is not None:
+            self.touched_classes.update(classes)
+        self.cls_docs.add(pair_class, np.full(len(classes), factor))
+        np.add.at(self.cls_refs, pair_class, 1)
+        weights = raw if weigh is None else weigh(terms, raw, np.full(n_terms, n_terms, dtype=np.int64))
+        self.seq += 1
+        record = DocRecord(classes, terms, weights, raw, factor, t, self.seq)
+        self.docs[doc_id] = record
+        if self._track_expiry():
+            heapq.heappush(self._expiry, (factor, self.seq, doc_id))
+        contrib = weights * term_factor
+        mass = float(np.bincount(np.zeros(n_terms, dtype=np.intp), contrib, minlength=1)[0])  # summed in order
+        nonzero = contrib != 0.0
+        if not nonzero.all():  # zero weights (IDF 0) make no entries
+            terms, contrib = terms[nonzero], contrib[nonzero]
+        if len(terms):
+            if len(classes) == 1:
+                self._add_entries(terms, np.full(len(terms), classes[0], dtype=np.int64), contrib)
+            else:
+                self._add_entries(np.tile(terms, len(classes)), np.repeat(pair_class, len(terms)),
+                                  np.tile(contrib, len(classes)))
+        self.cls_mass.add(pair_class, np.full(len(classes), mass))
+        for _ in classes:
+            self.total_mass.add(mass)
+        self.epoch += 1
+        self._prune()
+        return record
 
     def _first_rebase(self, items: Sequence[tuple]) -> int | None:
         """Index of the first item whose event time moves the decay origin (None: no rebase)."""

@@ -155,10 +155,11 @@ def check_term_types(terms: list) -> None:
         raise TypeError("terms must be strings")
 
 
-def term_counts(doc: Document, tokenizer: Tokenizer) -> tuple[list[str], np.ndarray]:
+def term_counts(doc: Document, tokenizer: Tokenizer, *, check_terms: bool = True) -> tuple[list[str], np.ndarray]:
     """Distinct terms of one document and their counts (tokenized text, or a checked mapping).
 
     Zero counts are dropped; negative, NaN or infinite counts raise ``ValueError``.
+    ``check_terms`` as in :func:`batch_term_counts`.
 
     >>> term_counts({"a": 2, "b": 0}, Tokenizer())
     (['a'], array([2.]))
@@ -175,10 +176,12 @@ def term_counts(doc: Document, tokenizer: Tokenizer) -> tuple[list[str], np.ndar
         values = np.fromiter(doc.values(), dtype=np.float64, count=len(terms))
     except (TypeError, ValueError):
         raise ValueError("term counts must be numbers") from None
-    check_term_types(terms)
-    if not np.isfinite(values).all() or (values < 0).any():
+    if check_terms:
+        check_term_types(terms)
+    status = count_status(values)  # compiled: one pass
+    if status == COUNTS_INVALID:
         raise ValueError("term counts must be finite and non-negative")
-    if not values.all():
+    if status != COUNTS_POSITIVE:  # zero counts are dropped
         keep = np.flatnonzero(values)
         terms = [terms[i] for i in keep.tolist()]
         values = values[keep]

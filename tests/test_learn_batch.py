@@ -65,3 +65,14 @@ def test_observe_all_equals_observing_one_by_one(earlier, batch):
         expected.append(one_by_one.event_time(ts))
     assert at_once.observe_all(batch) == expected
     assert (at_once.now, at_once.origin) == (one_by_one.now, one_by_one.origin)
+
+
+def test_a_non_string_term_is_refused_even_when_the_id_is_already_learned():
+    model = MNB("uc_pd_jm_dp")
+    model.learn_many([{"a": 1}], ["l0"], ids=["d1"])
+    before = model.checksum()
+    with pytest.raises(TypeError, match="terms must be strings"):
+        model.learn_many([{"a": 1, 7: 1}], ["l0"], ids=["d1"])
+    with pytest.raises(TypeError, match="terms must be strings"):
+        model.learn_one({"a": 1, 7: 1}, "l0", id="d1")
+    assert model.checksum() == before
