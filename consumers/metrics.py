@@ -57,8 +57,12 @@ class ServiceMetrics:
                                         registry=registry)
         self.training_offsets_missed = Counter(
             "sgm_training_offsets_missed_total",
-            "Training-topic offsets never delivered to this process (deleted by retention or compaction before "
-            "it read them): documents this model lacks", registry=registry)
+            "Training-topic offsets never delivered to this process because retention deleted them (below the "
+            "log start) before it read them: documents this model lacks", registry=registry)
+        self.training_offsets_skipped = Counter(
+            "sgm_training_offsets_skipped_total",
+            "Training-topic offsets above the log start that the broker never delivered: transaction markers, "
+            "aborted transactions' records, or records removed by compaction", registry=registry)
         self.scored = Counter("sgm_documents_scored_total", "Documents scored (outputs acknowledged by the broker)",
                               registry=registry)
         self.dead_lettered = Counter("sgm_documents_dead_lettered_total",

@@ -456,20 +456,42 @@ class Service:
             self._flush_training_letters()
 
     def _training_gap(self, record: Record, expected: int) -> None:
-        """Offsets ``expected .. record.offset - 1`` were never delivered: the log lost them before we read them.
+        """Offsets ``expected .. record.offset - 1`` were never delivered: find out why, and say so.
 
         Every replica reads the training log from offset 0 (or from its
-        snapshot), so a jump means retention or compaction deleted records
-        this model never applied: it lacks those documents and differs from a
-        replica that read them. Nothing can bring them back; the service says
-        so loudly (error log, ``sgm_training_offsets_missed_total``, alert
-        ``SgmTrainingLogGap``) and goes on with what the log still holds.
+        snapshot). Missing offsets below the partition's log start were deleted
+        by retention before this process read them: its model lacks those
+        documents and differs from a replica that read them. Nothing can bring
+        them back; the service says so loudly (error log,
+        ``sgm_training_offsets_missed_total``, alert ``SgmTrainingLogGap``) and
+        goes on with what the log still holds. Missing offsets at or above the
+        log start were never deliverable records: a transactional producer's
+        commit/abort markers, aborted records (read-committed consumers skip
+        them), or compaction; they are counted in
+        ``sgm_training_offsets_skipped_total`` and logged at debug level. If
+        the log start cannot be read, the whole gap counts as missed (the side
+        that alerts).
         """
-        missed = record.offset - expected
-        self.metrics.training_offsets_missed.inc(missed)
-        log.error("training log gap: offsets were deleted before this process read them; the model lacks them",
-                  extra={"topic": record.topic, "partition": record.partition, "first_missed": expected,
-                         "last_missed": record.offset - 1, "missed": missed})
+        tp = record.tp
+        try:
+            log_start = self.train_consumer.beginning_offsets([tp])[tp]
+        except (KafkaTransportError, KeyError) as exc:
+            log.warning("training log gap: could not read the log start, counting the gap as missed",
+                        extra={"topic": record.topic, "partition": record.partition, "error": str(exc)})
+            log_start = record.offset
+        deleted = max(0, min(record.offset, log_start) - expected)
+        skipped = record.offset - expected - deleted
+        context = {"topic": record.topic, "partition": record.partition}
+        if deleted:
+            self.metrics.training_offsets_missed.inc(deleted)
+            log.error("training log gap: offsets were deleted before this process read them; the model lacks them",
+                      extra={**context, "first_missed": expected, "last_missed": expected + deleted - 1,
+                             "missed": deleted})
+        if skipped:
+            self.metrics.training_offsets_skipped.inc(skipped)
+            log.debug("training offsets skipped by the broker (transaction markers, aborted records or compaction)",
+                      extra={**context, "first_skipped": record.offset - skipped, "last_skipped": record.offset - 1,
+                             "skipped": skipped})
 
     def _flush_training_letters(self) -> None:
         """Wait for the training dead letters' acks; on failure send the failed ones again and raise.

@@ -496,6 +496,11 @@ class Consumer(_Closeable):
         """Log end offset (offset of the next record to be written) per partition."""
 
     @abc.abstractmethod
+    def beginning_offsets(self, tps: Iterable[TopicPartition],
+                          timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[TopicPartition, int]:
+        """Log start offset (the first offset retention has not deleted) per partition."""
+
+    @abc.abstractmethod
     def partitions_for(self, topic: str) -> list[int]:
         """Partition ids of ``topic``, sorted; empty if the topic does not exist."""
 
@@ -635,6 +640,7 @@ CONFLUENT_PRODUCER_DEFAULTS: dict[str, Any] = {
 #: range assignment (same as kafka-python and the memory broker), a short
 #: fetch wait so an idle poll returns promptly.
 CONFLUENT_CONSUMER_DEFAULTS: dict[str, Any] = {
+    "isolation.level": "read_committed",  # never learn or score what a transactional producer aborted
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
     "partition.assignment.strategy": "range",
@@ -649,6 +655,7 @@ KAFKA_PYTHON_PRODUCER_DEFAULTS: dict[str, Any] = {
     "batch_size": 256 * 1024,
 }
 KAFKA_PYTHON_CONSUMER_DEFAULTS: dict[str, Any] = {
+    "isolation_level": "read_committed",  # its default is read_uncommitted
     "enable_auto_commit": False,
     "fetch_max_wait_ms": 100,
     "allow_auto_create_topics": False,
@@ -951,6 +958,18 @@ class _ConfluentConsumer(Consumer):
         if self._probe_end_offsets:
             self._correct_ends_by_fetch(ends, timeout)
         return ends
+
+    def beginning_offsets(self, tps, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[TopicPartition, int]:  # noqa: ANN001
+        ck = _ck()
+        starts: dict[TopicPartition, int] = {}
+        for tp in tps:
+            try:
+                low, _high = self._consumer.get_watermark_offsets(ck.TopicPartition(tp.topic, tp.partition),
+                                                                  timeout=timeout, cached=False)
+            except ck.KafkaException as exc:
+                raise KafkaTransportError(f"log start offset of {tp}: {exc}") from exc
+            starts[tp] = int(low)
+        return starts
 
     def _correct_ends_by_fetch(self, ends: dict[TopicPartition, int], timeout: float) -> None:
         # Fetch from (reported end - 1) and read the fetch response's high
@@ -1383,6 +1402,15 @@ class _KafkaPythonConsumer(Consumer):
     def assignment(self) -> set[TopicPartition]:
         return {TopicPartition(p.topic, p.partition) for p in self._consumer.assignment()}
 
+    def beginning_offsets(self, tps, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[TopicPartition, int]:  # noqa: ANN001
+        import kafka.errors
+
+        try:
+            raw = self._consumer.beginning_offsets([self._ktp(tp) for tp in tps], timeout_ms=int(timeout * 1000))
+        except kafka.errors.KafkaError as exc:
+            raise KafkaTransportError(f"log start offsets: {exc!r}") from exc
+        return {TopicPartition(p.topic, p.partition): int(off) for p, off in raw.items()}
+
     def end_offsets(self, tps, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[TopicPartition, int]:  # noqa: ANN001
         import kafka.errors
 
@@ -1494,6 +1522,10 @@ class _MemoryGroup:
     assignment: dict[str, list[TopicPartition]] = field(default_factory=dict)
 
 
+#: A transaction control marker in a memory log: it holds an offset and is never delivered.
+_MARKER: Any = object()
+
+
 class MemoryBroker:
     """An in-process, thread-safe stand-in for a Kafka cluster.
 
@@ -1579,6 +1611,21 @@ class MemoryBroker:
             log_.append(record)
             self._changed.notify_all()
             return record
+
+    def append_marker(self, topic: str, partition: int) -> int:
+        """Write a transaction control marker: it takes an offset but no consumer ever receives it.
+
+        Returns its offset. (A transactional producer's commit or abort leaves
+        one; read-committed consumers also skip aborted records: both are
+        offsets that are never delivered although nothing was deleted.)
+        """
+        with self._lock:
+            parts = self._logs.get(topic)
+            if parts is None or not 0 <= partition < len(parts):
+                raise KafkaTransportError(f"unknown partition {topic}[{partition}]")
+            parts[partition].append(_MARKER)
+            self._changed.notify_all()
+            return len(parts[partition]) - 1
 
     def end_offset(self, tp: TopicPartition) -> int:
         with self._lock:
@@ -1865,7 +1912,7 @@ class _MemoryConsumer(Consumer):
                     pos = self._positions[tp] = b.log_start(tp) if self._reset == "earliest" else end
                 batch = b.read(tp, pos, max_records - len(out))
                 if batch:
-                    out.extend(batch)
+                    out.extend(record for record in batch if record is not _MARKER)
                     self._positions[tp] = pos + len(batch)
         return out
 
@@ -1897,6 +1944,9 @@ class _MemoryConsumer(Consumer):
 
     def end_offsets(self, tps, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[TopicPartition, int]:  # noqa: ANN001
         return {tp: self._broker.end_offset(tp) for tp in tps}
+
+    def beginning_offsets(self, tps, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[TopicPartition, int]:  # noqa: ANN001
+        return {tp: self._broker.log_start(tp) for tp in tps}
 
     def partitions_for(self, topic: str) -> list[int]:
         return list(range(self._broker.partitions(topic)))

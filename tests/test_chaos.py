@@ -131,6 +131,10 @@ class FlakyConsumer(Consumer):
         self._maybe("end_offsets")
         return self.inner.end_offsets(tps, timeout)
 
+    def beginning_offsets(self, tps, timeout: float = 10.0):  # noqa: ANN001
+        self._maybe("beginning_offsets")
+        return self.inner.beginning_offsets(tps, timeout)
+
     def partitions_for(self, topic: str):
         self._maybe("partitions_for")
         return self.inner.partitions_for(topic)

@@ -184,3 +184,41 @@ def test_two_classifier_replicas_split_partitions_and_answer_everything(kafka_br
     assert scored_a > 0 and scored_b > 0 and scored_a + scored_b >= len(scoring_ids)
     # each replica consumed the whole training topic itself: identical models
     assert a.service.model.checksum() == b.service.model.checksum()
+
+
+@pytest.mark.parametrize("client_kind", ["confluent", "kafka-python"])
+def test_transactional_training_producer_markers_are_skipped_not_missed(kafka_broker, unique_name, tmp_path,
+                                                                         client_kind):
+    """A transactional producer's commit markers take offsets no consumer receives: not a training log gap."""
+    import confluent_kafka
+
+    from stream.records import TrainRecord, encode_train
+
+    cfg = service_config(kafka_broker, unique_name, tmp_path, client=client_kind, score_partitions=1)
+    client = open_client(client_kind, kafka_broker.config())
+    with client.admin() as admin:
+        admin.create_topics([(cfg.train_topic, 1, 1), (cfg.score_topic, 1, 1), (cfg.output_topic, 1, 1),
+                             (cfg.dlq_topic, 1, 1)])
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka_broker.bootstrap_servers,
+                                         "transactional.id": f"{unique_name}-tx"})
+    producer.init_transactions(30)
+    ids = iter(range(100))
+    for size in (3, 2, 2):  # three committed transactions: records 0-2, 4-5, 7-8; markers at 3, 6, 9
+        producer.begin_transaction()
+        for _ in range(size):
+            i = next(ids)
+            producer.produce(cfg.train_topic, encode_train(TrainRecord(id=f"d{i}", labels=("a" if i % 2 else "b",),
+                                                                          text=f"word{i} shared words")))
+        producer.commit_transaction(30)
+    running = start_service(cfg, client)
+    try:
+        deadline = time.monotonic() + 30
+        while running.service.train_offsets.get(0, 0) < 9 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        running.halt()  # joins the service thread: what it applied is complete
+    metrics = running.service.metrics
+    assert running.service.train_offsets.get(0) == 9
+    assert sorted(running.service.model.state.docs) == [f"d{i}" for i in range(7)]
+    assert metrics.training_offsets_missed._value.get() == 0
+    assert metrics.training_offsets_skipped._value.get() == 2  # the markers at 3 and 6 (9 ends the log)

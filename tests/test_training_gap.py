@@ -4,8 +4,11 @@ Every replica reads the training topic from offset 0 (or from its snapshot).
 When retention has deleted records it never applied, its consumer jumps to the
 log start and the model lacks those documents: the service logs an error with
 the missed offsets and counts them in ``sgm_training_offsets_missed_total``
-(alert ``SgmTrainingLogGap``). Tansu does not implement DeleteRecords, so
-retention is played by the memory transport's ``MemoryBroker.delete_records``.
+(alert ``SgmTrainingLogGap``). Offsets above the log start that never arrive
+(a transactional producer's markers) are only counted, in
+``sgm_training_offsets_skipped_total``. Tansu does not implement DeleteRecords, so
+retention is played by the memory transport's ``MemoryBroker.delete_records``
+(markers by ``append_marker``; tests/test_service_kafka.py has real ones).
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import uuid
 from consumers.config import ServiceConfig
 from consumers.service import Service
 from stream.records import TrainRecord, encode_train
-from stream.transport import KafkaConfig, TopicPartition, open_client
+from stream.transport import KafkaConfig, KafkaTransportError, TopicPartition, open_client
 
 
 def config(name: str, state_dir: str) -> ServiceConfig:
@@ -33,6 +36,10 @@ def run_until_idle(service: Service) -> None:
 
 def missed(service: Service) -> float:
     return service.metrics.training_offsets_missed._value.get()
+
+
+def skipped(service: Service) -> float:
+    return service.metrics.training_offsets_skipped._value.get()
 
 
 def send_training(client, topic: str, ids: range) -> None:
@@ -96,5 +103,67 @@ def test_redeliveries_and_a_contiguous_log_count_no_gap(tmp_path):
         service.apply_training(consumer.poll(100, 0.0))  # the whole log again: all redeliveries
         consumer.close()
         assert len(service.model) == 6 and missed(service) == 0
+    finally:
+        service.close()
+
+
+def test_transaction_markers_are_skipped_offsets_not_lost_documents(tmp_path, caplog):
+    """Offsets above the log start that never arrive (markers, aborted records) are counted, not alerted."""
+    name = f"txn-{uuid.uuid4().hex[:8]}"
+    cfg = config(name, str(tmp_path))
+    client = open_client("memory", KafkaConfig(bootstrap_servers=cfg.bootstrap_servers))
+    client.broker.create_topic(cfg.train_topic, 1)
+    send_training(client, cfg.train_topic, range(3))  # offsets 0..2
+    client.broker.append_marker(cfg.train_topic, 0)  # 3: a commit marker
+    send_training(client, cfg.train_topic, range(3, 5))  # 4..5
+    client.broker.append_marker(cfg.train_topic, 0)  # 6
+    client.broker.append_marker(cfg.train_topic, 0)  # 7
+    send_training(client, cfg.train_topic, range(5, 6))  # 8
+    service = Service(cfg, client=client)
+    with caplog.at_level(logging.ERROR, logger="sgm.service"):
+        service.start()
+        run_until_idle(service)
+    try:
+        assert len(service.model) == 6 and service.train_offsets[0] == 9
+        assert missed(service) == 0 and skipped(service) == 3
+        assert not [r for r in caplog.records if r.getMessage().startswith("training log gap")]
+    finally:
+        service.close()
+
+    # retention then deletes 0..4 and a marker follows: a fresh replica misses 0..3 (4 is a record it
+    # cannot tell from a marker once deleted: below the log start everything counts as missed)
+    client.broker.delete_records(TopicPartition(cfg.train_topic, 0), 5)
+    client.broker.append_marker(cfg.train_topic, 0)  # 9
+    send_training(client, cfg.train_topic, range(6, 7))  # 10
+    fresh = Service(config(name, str(tmp_path / "fresh")), client=client)
+    fresh.start()
+    try:
+        run_until_idle(fresh)
+        assert sorted(fresh.model.state.docs) == ["d4", "d5", "d6"]
+        assert missed(fresh) == 5 and skipped(fresh) == 3  # 0..4 deleted; 6, 7 and 9 markers
+    finally:
+        fresh.close()
+
+
+def test_an_unreadable_log_start_counts_the_gap_as_missed(tmp_path, caplog):
+    name = f"nostart-{uuid.uuid4().hex[:8]}"
+    cfg = config(name, str(tmp_path))
+    client = open_client("memory", KafkaConfig(bootstrap_servers=cfg.bootstrap_servers))
+    client.broker.create_topic(cfg.train_topic, 1)
+    send_training(client, cfg.train_topic, range(2))
+    client.broker.append_marker(cfg.train_topic, 0)
+    send_training(client, cfg.train_topic, range(2, 3))
+    service = Service(cfg, client=client)
+    service.start()
+
+    def unreadable(tps, timeout=None):
+        raise KafkaTransportError("broker unavailable")
+
+    service.train_consumer.beginning_offsets = unreadable
+    with caplog.at_level(logging.WARNING, logger="sgm.service"):
+        run_until_idle(service)
+    try:
+        assert len(service.model) == 3 and missed(service) == 1 and skipped(service) == 0
+        assert any(r.getMessage().startswith("training log gap: could not read the log start") for r in caplog.records)
     finally:
         service.close()

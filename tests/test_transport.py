@@ -219,6 +219,22 @@ def test_end_offsets_count_every_record_of_multi_record_batches(client: Client, 
             consumer.end_offsets([TopicPartition(topic, 9)])
 
 
+def test_beginning_offsets_report_the_log_start(client: Client, unique_name: str) -> None:
+    """The log start is 0 until retention deletes records (played by the memory broker)."""
+    topic = unique_name
+    with client.admin() as admin:
+        admin.create_topics([(topic, 2, 1)])
+    with client.producer() as producer:
+        for i in range(5):
+            producer.send(topic, b"x", partition=0)
+    with client.consumer() as consumer:
+        tps = all_partitions(consumer, topic)
+        assert consumer.beginning_offsets(tps) == {tp: 0 for tp in tps}
+        if hasattr(client, "broker"):  # the memory broker models retention
+            client.broker.delete_records(TopicPartition(topic, 0), 3)
+            assert consumer.beginning_offsets([TopicPartition(topic, 0)]) == {TopicPartition(topic, 0): 3}
+
+
 def test_flush_raises_for_failed_delivery_and_producer_survives(client: Client, unique_name: str) -> None:
     topic = unique_name
     with client.admin() as admin:
