@@ -299,8 +299,8 @@ def test_reduced_chaos_campaign_loses_nothing_and_doubles_nothing(tmp_path):
 @pytest.mark.slow
 @pytest.mark.kafka
 def test_a_broker_freeze_fails_deliveries_and_the_service_rescores_and_resends(private_embedded_broker, tmp_path):
-    """SIGSTOP the broker while the service works through a backlog: flushes time out (DeliveryError),
-    batches are rewound and rescored, training dead letters are sent again; nothing is lost or doubled."""
+    """SIGSTOP the broker while the service works through a scoring backlog: flushes time out
+    (DeliveryError), batches are rewound and rescored; nothing is lost or doubled."""
     import os
     import signal
 
@@ -315,28 +315,38 @@ def test_a_broker_freeze_fails_deliveries_and_the_service_rescores_and_resends(p
     with feeder_client.admin() as admin:
         admin.create_topics([(cfg.train_topic, 1, 1), (cfg.score_topic, 2, 1), (cfg.output_topic, 2, 1),
                              (cfg.dlq_topic, 1, 1)])
-    events = list(SyntheticStream(SyntheticConfig(seed=8, n_docs=12_000, profiles=("news", "spam"),
+    events = list(SyntheticStream(SyntheticConfig(seed=8, n_docs=24_000, profiles=("news", "spam"),
                                                   malformed_rate=0.01)).events())
     scoring_ids = {e.id for e in events if e.kind == "score" and e.valid}
-    with feeder_client.producer() as producer:  # a backlog: the service is busy when the broker freezes
-        for event in events:
-            producer.send(cfg.train_topic if event.kind == "train" else cfg.score_topic, event.value, key=event.key)
-        producer.flush()
+    train_end = sum(e.kind == "train" for e in events)
+
+    def send(kind: str) -> None:
+        with feeder_client.producer() as producer:
+            for event in events:
+                if event.kind == kind:
+                    producer.send(cfg.train_topic if kind == "train" else cfg.score_topic, event.value, key=event.key)
+            producer.flush()
+
     # Deliveries time out after 2.5 s instead of 5 minutes, so a flush during the freeze fails.
     service_client = open_client("confluent", KafkaConfig(bootstrap_servers=broker.bootstrap_servers,
                                                           extra={"message.timeout.ms": 2500}))
+    send("train")  # trained first, so that at the freeze the service is scoring, not training
     running = start_service(cfg, service_client)
     service, errors = running.service, running.errors
     deadline = time.monotonic() + 60
-    while service.metrics.scored._value.get() < 200 and time.monotonic() < deadline and not errors:
+    while service.train_offsets.get(0, 0) < train_end and time.monotonic() < deadline and not errors:
         time.sleep(0.02)
+    # A scoring backlog (~12k records: fetched ahead into the consumer's queue, so scoring goes on
+    # after the broker stops and the next flush has acknowledgements to wait for)
+    send("score")
+    while service.metrics.scored._value.get() < 200 and time.monotonic() < deadline and not errors:
+        time.sleep(0.005)
     assert not errors and service.metrics.scored._value.get() >= 200, errors
     os.kill(broker.pid, signal.SIGSTOP)
     try:
         time.sleep(8.0)
     finally:
         os.kill(broker.pid, signal.SIGCONT)
-    train_end = sum(e.kind == "train" for e in events)
     answered: set = set()
     outputs: Counter = Counter()
     reader = feeder_client.consumer(None)
