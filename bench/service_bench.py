@@ -21,6 +21,10 @@ For each Kafka client, in one run against one embedded broker (Tansu):
    measured throughput) for a few seconds; latency of each document is the
    output record's timestamp minus the input record's timestamp (both written
    by producers on this machine), p50 and p99.
+5. **training**: ``--train-records`` training records waiting in the topic; a
+   trainer (``--role trainer``, in this process) applies them from offset 0
+   (poll, validate, tokenize, learn, advance offsets; no snapshot on the way) --
+   records/s and process CPU per record (the client's threads included).
 
 Documents are the project's generated news stream with about 100 words each,
 like r8. The broker, the benchmark's producers and the service share the
@@ -214,15 +218,47 @@ def service_run(kind: str, bootstrap: str, train: list[bytes], score: list[bytes
             "latency_p99_ms": float(np.percentile(lat, 99))}
 
 
+def training_run(kind: str, bootstrap: str, train: list[bytes]) -> dict:
+    """Apply ``train`` from a topic with an in-process trainer; records/s and CPU per record."""
+    from consumers.service import Service
+
+    client = open_client(kind, KafkaConfig(bootstrap_servers=bootstrap))
+    name = f"bench-train-{kind}-{uuid.uuid4().hex[:6]}"
+    with tempfile.TemporaryDirectory() as state_dir:
+        cfg = ServiceConfig(bootstrap_servers=bootstrap, client=kind, role="trainer", train_topic=f"{name}-train",
+                            score_topic=f"{name}-score", output_topic=f"{name}-out", dlq_topic=f"{name}-dlq",
+                            group=f"{name}-g", state_dir=state_dir, metrics_address="",
+                            model="uc_pd_jm_dp", param={"beta": 0.3, "mu": 50.0, "delta": 0.5, "ups": 0.2},
+                            max_poll_records=MAX_POLL_RECORDS, snapshot_every_records=10**12,
+                            snapshot_every_seconds=10**9)
+        with client.admin() as admin:
+            admin.create_topics([(cfg.train_topic, 1, 1), (cfg.dlq_topic, 1, 1)])
+        produce(client, cfg.train_topic, train)
+        service = Service(cfg, client=client)
+        service.start()
+        try:
+            wall, cpu = time.perf_counter(), time.process_time()
+            while service.train_offsets.get(0, 0) < len(train):
+                service.step()
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            learned = len(service.model)
+        finally:
+            service.close()
+    return {"client": kind, "train_records": len(train), "learned": learned, "train_records_per_s": len(train) / wall,
+            "train_cpu_us_per_record": cpu / len(train) * 1e6}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=50_000, help="scoring records (kafka-python gets a fifth)")
-    parser.add_argument("--train", type=int, default=5000, help="training records")
+    parser.add_argument("--train", type=int, default=5000, help="training records before scoring")
+    parser.add_argument("--train-records", type=int, default=30_000, help="training records of the training measure")
     parser.add_argument("--clients", nargs="+", default=["confluent", "kafka-python"])
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     train, score = generated(args.train, args.docs, args.seed)
+    training_set, _ = generated(args.train_records, 0, args.seed + 1)
     words = np.mean([len(json.loads(v)["text"].split()) for v in score[:1000]])
     print(f"{len(train)} training and {len(score)} scoring records, {words:.0f} words per document", flush=True)
     results = []
@@ -245,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"ceiling, {run['fraction_of_relay'] * 100:5.1f}% of the relay | latency at "
                   f"{run['latency_rate']:.0f} docs/s: p50 {run['latency_p50_ms']:.1f} ms, p99 {run['latency_p99_ms']:.1f} ms",
                   flush=True)
+            trained = training_run(kind, broker.bootstrap_servers, training_set)
+            run.update({k: v for k, v in trained.items() if k != "client"})
+            print(f"{kind:>12}: trainer {trained['train_records_per_s']:8.0f} records/s from offset 0 "
+                  f"({trained['train_records']} records, {trained['learned']} documents learned), "
+                  f"CPU {trained['train_cpu_us_per_record']:.1f} us/record", flush=True)
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"results": results, "docs": len(score), "train": len(train)}, handle, indent=2)

@@ -209,10 +209,21 @@ class GenerativeTextModel:
         changed = 0
         batch: list[tuple] = []
         in_batch: set[str] = set()
-        all_terms, all_counts, lengths = batch_term_counts(docs, self.tokenizer, check_terms=False)  # new terms are checked when interned
+        # Texts with ids (the service's case) are tokenized and looked up in compiled code; the
+        # content hash of a document without an id needs its terms as strings.
+        compiled = bool(docs) and None not in id_list and all(type(doc) is str for doc in docs)
+        if not compiled:
+            all_terms, all_counts, lengths = batch_term_counts(docs, self.tokenizer, check_terms=False)  # new terms are checked when interned
         # Interned once for the whole batch: documents then carry id slices, valid while held.
         with self.state.holding_term_ids() as added:
-            all_ids = self.state.intern_terms(all_terms, added)
+            if compiled:
+                owner, all_ids, all_counts, new_terms = self._term_lexicon().all_terms(docs, self.tokenizer)
+                lengths = np.bincount(owner, minlength=len(docs))
+                new_ids = self.state.intern_terms(new_terms, added)
+                unknown = all_ids < 0
+                all_ids[unknown] = new_ids[-all_ids[unknown] - 1]
+            else:
+                all_ids = self.state.intern_terms(all_terms, added)
             ends = np.cumsum(lengths).tolist()
             begins = [0] + ends[:-1]
             if None not in id_list:
@@ -236,7 +247,8 @@ class GenerativeTextModel:
                     record = self.state.docs.get(key)
                     if record is not None:
                         if self._record_classes(record) == set(classes):
-                            check_term_types(all_terms[begin:end])  # not interned, so checked here
+                            if not compiled:  # (text gives string terms by construction)
+                                check_term_types(all_terms[begin:end])  # not interned, so checked here
                             continue
                         self.state.remove_document(key)
                 batch.append((key, classes, all_ids[begin:end], raw, _ts(t)))
@@ -295,6 +307,12 @@ class GenerativeTextModel:
         return sum(value.nbytes for cache in caches if cache is not None
                    for value in vars(cache).values() if isinstance(value, np.ndarray))
 
+    def _term_lexicon(self) -> TermLexicon:
+        """The compiled lookup table of the vocabulary (built on first use, then kept in step)."""
+        if self._lexicon is None or self._lexicon.interner is not self.state.terms:
+            self._lexicon = TermLexicon(self.state.terms)
+        return self._lexicon
+
     # ------------------------------------------------------------ scoring
     def _prepare(self, docs: Sequence[Document]) -> PreparedBatch:
         """Known terms of each document and their weights (unseen terms are skipped).
@@ -306,9 +324,7 @@ class GenerativeTextModel:
         kind = self.spec.weighting
         if kind is None and docs and set(map(type, docs)) == {str}:
             # Text with raw counts: only known terms matter; tokens are looked up in compiled code.
-            if self._lexicon is None or self._lexicon.interner is not state.terms:
-                self._lexicon = TermLexicon(state.terms)
-            owner, terms, raw = self._lexicon.known_terms(docs, self.tokenizer)
+            owner, terms, raw = self._term_lexicon().known_terms(docs, self.tokenizer)
             seen = state.arena.length[terms] > 0  # has counts under some class
             if not seen.all():
                 owner, terms, raw = owner[seen], terms[seen], raw[seen]

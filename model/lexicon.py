@@ -101,17 +101,110 @@ def _find(slot_hash, slot_term, term_bytes, term_start, term_len, h, buf, starts
 
 
 @njit(cache=True, nogil=True)
-def _count_term(term, d, serial, mark, position, out_owner, out_terms, out_counts, n_out):  # pragma: no cover
-    """Count one occurrence of ``term`` in document ``d``; returns the new number of output rows."""
-    if mark[term] == serial:
-        out_counts[position[term]] += 1.0
+def _count_term(key, value, d, serial, mark, position, out_owner, out_terms, out_counts, n_out):  # pragma: no cover
+    """Count one occurrence of ``key`` in document ``d`` (its row says ``value``); returns the number of rows."""
+    if mark[key] == serial:
+        out_counts[position[key]] += 1.0
         return n_out
-    mark[term] = serial
-    position[term] = n_out
+    mark[key] = serial
+    position[key] = n_out
     out_owner[n_out] = d
-    out_terms[n_out] = term
+    out_terms[n_out] = value
     out_counts[n_out] = 1.0
     return n_out + 1
+
+
+@njit(cache=True, nogil=True)
+def _doubled(array, fill):  # pragma: no cover - compiled
+    bigger = np.full(2 * array.shape[0], fill, dtype=array.dtype)
+    bigger[: array.shape[0]] = array
+    return bigger
+
+
+@njit(cache=True, nogil=True)
+def _add_unknown(h, buf, starts, ends, first, n, table_hash, table_term, text, text_start, text_len, n_unknown,
+                 n_text):  # pragma: no cover - compiled
+    """File words ``first .. first + n - 1`` (joined by spaces) as unknown token ``n_unknown``.
+
+    Returns the (possibly grown) arrays and the new byte count. The caller grows the table.
+    """
+    length = n - 1
+    for j in range(first, first + n):
+        length += ends[j] - starts[j]
+    while n_text + length > text.shape[0]:
+        text = _doubled(text, np.uint8(0))
+    if n_unknown >= text_start.shape[0]:
+        text_start = _doubled(text_start, 0)
+        text_len = _doubled(text_len, -1)
+    text_start[n_unknown] = n_text
+    text_len[n_unknown] = length
+    for j in range(first, first + n):
+        if j > first:
+            text[n_text] = 32
+            n_text += 1
+        for i in range(starts[j], ends[j]):
+            text[n_text] = buf[i]
+            n_text += 1
+    _insert(table_hash, table_term, h, n_unknown)
+    return text, text_start, text_len, n_text
+
+
+@njit(cache=True, nogil=True)
+def _rehash(unknown_hash, n_unknown, size):  # pragma: no cover - compiled
+    table_hash = np.zeros(size, dtype=np.uint64)
+    table_term = np.full(size, _EMPTY, dtype=np.int64)
+    for u in range(n_unknown):
+        _insert(table_hash, table_term, unknown_hash[u], u)
+    return table_hash, table_term
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _split_words(data, begin, end, byte_class, lowercase, max_len, buf, starts, ends, hashes):  # pragma: no cover
+    """Clean ``data[begin:end]`` into ``buf`` (lower-case, separators, dropped apostrophes) and split it.
+
+    Words longer than ``max_len`` are dropped; each kept word's bounds in
+    ``buf`` and its FNV-1a hash (computed as its bytes go by) are written to
+    ``starts``/``ends``/``hashes``. Returns the number of words.
+    """
+    n_words = 0
+    length = 0
+    word_start = -1
+    h = _FNV_OFFSET
+    for i in range(begin, end + 1):
+        if i < end:
+            b = data[i]
+            kind = byte_class[b]
+            if kind == 2:
+                continue
+            if lowercase and 65 <= b <= 90:
+                b += 32
+        else:
+            kind = 1  # the end of the document ends the last word
+        if kind == 0:
+            if word_start < 0:
+                word_start = length
+                h = _FNV_OFFSET
+            buf[length] = b
+            length += 1
+            h = (h ^ np.uint64(b)) * _FNV_PRIME
+        elif word_start >= 0:
+            if length - word_start <= max_len:
+                starts[n_words] = word_start
+                ends[n_words] = length
+                hashes[n_words] = h
+                n_words += 1
+            word_start = -1
+    return n_words
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ngram_hash(buf, starts, ends, hashes, first, n):  # pragma: no cover - compiled
+    """FNV-1a of words ``first .. first + n - 1`` joined by spaces: continues from the first word's hash."""
+    h = hashes[first]
+    for j in range(first + 1, first + n):
+        h = (h ^ np.uint64(32)) * _FNV_PRIME
+        h = _fnv(buf, starts[j], ends[j], h)
+    return h
 
 
 @njit(cache=True, nogil=True)
@@ -125,52 +218,119 @@ def _known_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slot_
     hashes = np.empty(data.shape[0] // 2 + 1, dtype=np.uint64)
     for d in range(doc_starts.shape[0] - 1):
         serial += 1
-        # 1. clean: lower-case, separators, dropped apostrophes; 2. split into words no longer than
-        # max_len, hashing each word as its bytes go by (its unigram hash)
-        n_words = 0
-        length = 0
-        word_start = -1
-        h = _FNV_OFFSET
-        for i in range(doc_starts[d], doc_starts[d + 1] + 1):
-            if i < doc_starts[d + 1]:
-                b = data[i]
-                kind = byte_class[b]
-                if kind == 2:
-                    continue
-                if lowercase and 65 <= b <= 90:
-                    b += 32
-            else:
-                kind = 1  # the end of the document ends the last word
-            if kind == 0:
-                if word_start < 0:
-                    word_start = length
-                    h = _FNV_OFFSET
-                buf[length] = b
-                length += 1
-                h = (h ^ np.uint64(b)) * _FNV_PRIME
-            elif word_start >= 0:
-                if length - word_start <= max_len:
-                    starts[n_words] = word_start
-                    ends[n_words] = length
-                    hashes[n_words] = h
-                    n_words += 1
-                word_start = -1
-        # 3. every n-gram of the kept words (unigrams first, as the tokenizer lists them)
+        n_words = _split_words(data, doc_starts[d], doc_starts[d + 1], byte_class, lowercase, max_len, buf, starts,
+                               ends, hashes)
+        # every n-gram of the kept words (unigrams first, as the tokenizer lists them)
         for first in range(n_words):
             term = _find(slot_hash, slot_term, term_bytes, term_start, term_len, hashes[first], buf, starts, ends,
                          first, 1)
             if term >= 0:
-                n_out = _count_term(term, d, serial, mark, position, out_owner, out_terms, out_counts, n_out)
+                n_out = _count_term(term, term, d, serial, mark, position, out_owner, out_terms, out_counts, n_out)
         for n in range(2, ngrams + 1):
             for first in range(0, n_words - n + 1):
-                h = hashes[first]  # FNV-1a of "w1 w2 ...": continue from the first word's hash
-                for j in range(first + 1, first + n):
-                    h = (h ^ np.uint64(32)) * _FNV_PRIME
-                    h = _fnv(buf, starts[j], ends[j], h)
+                h = _ngram_hash(buf, starts, ends, hashes, first, n)
                 term = _find(slot_hash, slot_term, term_bytes, term_start, term_len, h, buf, starts, ends, first, n)
                 if term >= 0:
-                    n_out = _count_term(term, d, serial, mark, position, out_owner, out_terms, out_counts, n_out)
+                    n_out = _count_term(term, term, d, serial, mark, position, out_owner, out_terms, out_counts,
+                                        n_out)
     return n_out, serial
+
+
+@njit(cache=True, nogil=True)
+def _all_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slot_hash, slot_term, term_bytes,
+               term_start, term_len, mark, position, serial, out_owner, out_terms, out_counts):  # pragma: no cover
+    """:func:`_known_terms` with the other tokens as rows too, for learning.
+
+    Unknown token ``u`` (numbered in first-occurrence order over the batch) is
+    the row value ``-(u + 1)``; its text is ``text[text_start[u] :
+    text_start[u] + text_len[u]]``. Returns ``(rows, serial, text, text_start,
+    text_len)``.
+    """
+    n_out = 0
+    buf = np.empty(data.shape[0], dtype=np.uint8)
+    starts = np.empty(data.shape[0] // 2 + 1, dtype=np.int64)
+    ends = np.empty(data.shape[0] // 2 + 1, dtype=np.int64)
+    hashes = np.empty(data.shape[0] // 2 + 1, dtype=np.uint64)
+    # the unknown tokens: a hash table over their text, and per-document counting marks
+    capacity = 64
+    table_hash, table_term = _rehash(np.zeros(1, dtype=np.uint64), 0, 2 * capacity)
+    unknown_hash = np.zeros(capacity, dtype=np.uint64)
+    unknown_mark = np.full(capacity, -1, dtype=np.int64)
+    unknown_position = np.zeros(capacity, dtype=np.int64)
+    text = np.zeros(8 * capacity, dtype=np.uint8)
+    text_start = np.zeros(capacity, dtype=np.int64)
+    text_len = np.full(capacity, -1, dtype=np.int64)
+    n_unknown = 0
+    n_text = 0
+    for d in range(doc_starts.shape[0] - 1):
+        serial += 1
+        n_words = _split_words(data, doc_starts[d], doc_starts[d + 1], byte_class, lowercase, max_len, buf, starts,
+                               ends, hashes)
+        for n in range(1, ngrams + 1):
+            for first in range(0, n_words - n + 1):
+                if n == 1:  # a constant word count lets the compiler specialize the comparison
+                    h = hashes[first]
+                    term = _find(slot_hash, slot_term, term_bytes, term_start, term_len, h, buf, starts, ends, first, 1)
+                else:
+                    h = _ngram_hash(buf, starts, ends, hashes, first, n)
+                    term = _find(slot_hash, slot_term, term_bytes, term_start, term_len, h, buf, starts, ends, first, n)
+                if term >= 0:
+                    n_out = _count_term(term, term, d, serial, mark, position, out_owner, out_terms, out_counts,
+                                        n_out)
+                    continue
+                u = _find(table_hash, table_term, text, text_start, text_len, h, buf, starts, ends, first, n)
+                if u < 0:
+                    u = n_unknown
+                    if u >= unknown_hash.shape[0]:
+                        unknown_hash = _doubled(unknown_hash, np.uint64(0))
+                        unknown_mark = _doubled(unknown_mark, -1)
+                        unknown_position = _doubled(unknown_position, 0)
+                    if 2 * (u + 1) > table_term.shape[0]:
+                        table_hash, table_term = _rehash(unknown_hash, u, 2 * table_term.shape[0])
+                    unknown_hash[u] = h
+                    text, text_start, text_len, n_text = _add_unknown(h, buf, starts, ends, first, n, table_hash,
+                                                                      table_term, text, text_start, text_len, u,
+                                                                      n_text)
+                    n_unknown += 1
+                n_out = _count_term(u, -(u + 1), d, serial, unknown_mark, unknown_position, out_owner, out_terms,
+                                    out_counts, n_out)
+    return n_out, serial, text[:n_text], text_start[:n_unknown], text_len[:n_unknown]
+
+
+@njit(cache=True, nogil=True)
+def _file_terms(slot_hash, slot_term, term_bytes, at, term_hash, term_start, term_len, ids, blob,
+                lengths):  # pragma: no cover - compiled
+    """File term ``ids[k]`` (the k-th run of ``lengths[k]`` bytes of ``blob``) at ``term_bytes[at:]`` and in the table."""
+    p = 0
+    for k in range(ids.shape[0]):
+        t = ids[k]
+        n = lengths[k]
+        h = _FNV_OFFSET
+        for i in range(n):
+            b = blob[p + i]
+            term_bytes[at + i] = b
+            h = (h ^ np.uint64(b)) * _FNV_PRIME
+        term_start[t] = at
+        term_len[t] = n
+        term_hash[t] = h
+        _insert(slot_hash, slot_term, h, t)
+        p += n
+        at += n
+
+
+@njit(cache=True, nogil=True)
+def _unfile_terms(slot_hash, slot_term, term_hash, term_len, ids):  # pragma: no cover - compiled
+    """Take the filed terms among ``ids`` out of the table; returns (how many, their bytes)."""
+    removed = 0
+    garbage = 0
+    for k in range(ids.shape[0]):
+        t = ids[k]
+        if term_len[t] >= 0:
+            _delete(slot_hash, slot_term, term_hash[t], t)
+            garbage += term_len[t]
+            term_len[t] = -1
+            removed += 1
+    return removed, garbage
 
 
 def _hash_bytes(data: bytes) -> np.uint64:
@@ -203,24 +363,31 @@ class TermLexicon:
         capacity = 1 << max(4, (2 * max(len(names), 8) - 1).bit_length())
         self.slot_hash = np.zeros(capacity, dtype=np.uint64)
         self.slot_term = np.full(capacity, _EMPTY, dtype=np.int64)
-        self.used = 0
         self.term_hash = np.zeros(len(names), dtype=np.uint64)
         self.term_start = np.zeros(len(names), dtype=np.int64)
         self.term_len = np.full(len(names), -1, dtype=np.int64)
         self.mark = np.full(len(names), -1, dtype=np.int64)
         self.position = np.zeros(len(names), dtype=np.int64)
-        encoded = [(t, name.encode("ascii")) for t, name in enumerate(names) if name is not None and name.isascii()]
-        self.term_bytes = np.frombuffer(b"".join(e for _, e in encoded) or b"\0", dtype=np.uint8).copy()
-        self.bytes_used = sum(len(e) for _, e in encoded)
-        at = 0
-        for t, e in encoded:
-            self.term_start[t], self.term_len[t] = at, len(e)
-            at += len(e)
-            self.term_hash[t] = _hash_bytes(e)
-            _insert(self.slot_hash, self.slot_term, self.term_hash[t], t)
-        self.used = len(encoded)
-        self.deleted = 0
-        self.garbage = 0
+        self.term_bytes = np.zeros(16, dtype=np.uint8)
+        self.bytes_used = self.used = self.deleted = self.garbage = 0
+        self._file(range(len(names)))
+
+    def _file(self, ids) -> None:
+        """Add the ASCII names of ``ids`` (distinct, not filed) to the table, in one compiled pass."""
+        names = self.interner.names
+        filed = [(t, names[t]) for t in ids if names[t] is not None and names[t].isascii()]
+        if not filed:
+            return
+        blob = np.frombuffer("".join(name for _, name in filed).encode("ascii"), dtype=np.uint8)
+        if self.bytes_used + len(blob) > len(self.term_bytes):
+            bigger = np.zeros(max(2 * len(self.term_bytes), self.bytes_used + len(blob)), dtype=np.uint8)
+            bigger[: self.bytes_used] = self.term_bytes[: self.bytes_used]
+            self.term_bytes = bigger
+        _file_terms(self.slot_hash, self.slot_term, self.term_bytes, self.bytes_used, self.term_hash, self.term_start,
+                    self.term_len, np.fromiter((t for t, _ in filed), dtype=np.int64, count=len(filed)), blob,
+                    np.fromiter((len(name) for _, name in filed), dtype=np.int64, count=len(filed)))
+        self.bytes_used += len(blob)
+        self.used += len(filed)
 
     def _ensure_ids(self, size: int) -> None:
         if size <= len(self.term_len):
@@ -243,29 +410,15 @@ class TermLexicon:
         if 2 * (self.used + self.deleted + len(changes)) > len(self.slot_term):
             self._build()  # from the interner as it is now; the table stays at most half full
             return
-        names = self.interner.names
-        self._ensure_ids(len(names))
-        for t in dict.fromkeys(changes):
-            if self.term_len[t] >= 0:  # the id held a term: removed, or reused for another name
-                _delete(self.slot_hash, self.slot_term, self.term_hash[t], t)
-                self.garbage += self.term_len[t]
-                self.term_len[t] = -1
-                self.used -= 1
-                self.deleted += 1
-            name = names[t]
-            if name is None or not name.isascii():
-                continue
-            encoded = name.encode("ascii")
-            if self.bytes_used + len(encoded) > len(self.term_bytes):
-                bigger = np.zeros(max(2 * len(self.term_bytes), self.bytes_used + len(encoded)), dtype=np.uint8)
-                bigger[: self.bytes_used] = self.term_bytes[: self.bytes_used]
-                self.term_bytes = bigger
-            self.term_bytes[self.bytes_used : self.bytes_used + len(encoded)] = np.frombuffer(encoded, dtype=np.uint8)
-            self.term_start[t], self.term_len[t] = self.bytes_used, len(encoded)
-            self.bytes_used += len(encoded)
-            self.term_hash[t] = _hash_bytes(encoded)
-            _insert(self.slot_hash, self.slot_term, self.term_hash[t], t)
-            self.used += 1
+        self._ensure_ids(len(self.interner.names))
+        changed = list(dict.fromkeys(changes))
+        # an id that held a term lost it (removed, or reused for another name): unfile, then file what it holds now
+        removed, garbage = _unfile_terms(self.slot_hash, self.slot_term, self.term_hash, self.term_len,
+                                         np.array(changed, dtype=np.int64))
+        self.used -= removed
+        self.deleted += removed
+        self.garbage += garbage
+        self._file(changed)
         if self.garbage > max(1 << 16, self.bytes_used // 2):  # dead bytes of removed terms pile up
             self._build()
 
@@ -295,7 +448,50 @@ class TermLexicon:
         return (owner[order], np.concatenate([p[1] for p in parts])[order],
                 np.concatenate([p[2] for p in parts])[order])
 
-    def _compiled(self, texts: Sequence[str], tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def all_terms(self, texts: Sequence[str], tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+        """``(owner, terms, counts, new)``: every term of each text with its count, for learning.
+
+        Documents in order; per document the terms in first-occurrence order,
+        exactly as ``Counter(tokenizer.tokens(text))`` lists them. A term in the
+        vocabulary is its id; any other is ``-(k + 1)``, standing for the string
+        ``new[k]`` (the caller interns ``new`` and substitutes the ids). ASCII
+        text is tokenized and looked up in compiled code, other text in Python.
+
+        >>> from model.state import Interner
+        >>> vocabulary = Interner()
+        >>> _ = vocabulary.add("spam")
+        >>> owner, terms, counts, new = TermLexicon(vocabulary).all_terms(["spam eggs spam", "Eggs"], Tokenizer())
+        >>> owner.tolist(), terms.tolist(), counts.tolist(), new
+        ([0, 0, 1], [0, -1, -1], [2.0, 1.0, 1.0], ['eggs'])
+        """
+        self.sync()
+        ascii_positions = [i for i, text in enumerate(texts) if text.isascii()]
+        if len(ascii_positions) == len(texts):
+            return self._compiled(texts, tokenizer, collect_unknown=True)
+        parts, new = [], []
+        if ascii_positions:
+            owner, terms, counts, new = self._compiled([texts[i] for i in ascii_positions], tokenizer,
+                                                       collect_unknown=True)
+            parts.append((np.asarray(ascii_positions, dtype=np.int64)[owner], terms, counts))
+        get = self.interner.ids.get
+        for i, text in enumerate(texts):
+            if not text.isascii():
+                counted = Counter(tokenizer.tokens(text))
+                terms = np.empty(len(counted), dtype=np.int64)
+                for row, term in enumerate(counted):
+                    known = get(term)
+                    if known is None:
+                        new.append(term)
+                        known = -len(new)
+                    terms[row] = known
+                parts.append((np.full(len(counted), i, dtype=np.int64), terms,
+                              np.fromiter(counted.values(), dtype=np.float64, count=len(counted))))
+        owner = np.concatenate([p[0] for p in parts])
+        order = np.argsort(owner, kind="stable")
+        return (owner[order], np.concatenate([p[1] for p in parts])[order],
+                np.concatenate([p[2] for p in parts])[order], new)
+
+    def _compiled(self, texts: Sequence[str], tokenizer: Tokenizer, collect_unknown: bool = False):
         data = np.frombuffer("".join(texts).encode("ascii"), dtype=np.uint8)
         doc_starts = np.zeros(len(texts) + 1, dtype=np.int64)
         np.cumsum([len(text) for text in texts], out=doc_starts[1:])
@@ -303,8 +499,13 @@ class TermLexicon:
         out_owner = np.empty(bound, dtype=np.int64)
         out_terms = np.empty(bound, dtype=np.int64)
         out_counts = np.empty(bound, dtype=np.float64)
-        n, self.serial = _known_terms(data, doc_starts, _BYTE_CLASS, tokenizer.lowercase, tokenizer.max_token_length,
-                                      tokenizer.ngrams, self.slot_hash, self.slot_term, self.term_bytes,
-                                      self.term_start, self.term_len, self.mark, self.position, self.serial,
-                                      out_owner, out_terms, out_counts)
-        return out_owner[:n], out_terms[:n], out_counts[:n]
+        args = (data, doc_starts, _BYTE_CLASS, tokenizer.lowercase, tokenizer.max_token_length, tokenizer.ngrams,
+                self.slot_hash, self.slot_term, self.term_bytes, self.term_start, self.term_len, self.mark,
+                self.position, self.serial, out_owner, out_terms, out_counts)
+        if not collect_unknown:
+            n, self.serial = _known_terms(*args)
+            return out_owner[:n], out_terms[:n], out_counts[:n]
+        n, self.serial, text, text_start, text_len = _all_terms(*args)
+        blob = text.tobytes().decode("ascii")
+        new = [blob[start : start + length] for start, length in zip(text_start.tolist(), text_len.tolist())]
+        return out_owner[:n], out_terms[:n], out_counts[:n], new

@@ -76,3 +76,51 @@ def test_a_non_string_term_is_refused_even_when_the_id_is_already_learned():
     with pytest.raises(TypeError, match="terms must be strings"):
         model.learn_one({"a": 1, 7: 1}, "l0", id="d1")
     assert model.checksum() == before
+
+
+WORDS = ["spam", "Eggs", "ham", "a", "bb", "don't", "x-y", "Zz", "ünï", "café", "q"]
+texts = st.lists(st.sampled_from(WORDS + [" ", ",", ". ", "\t", "!!"]), max_size=14).map("".join)
+
+
+@settings(deadline=None, max_examples=80)  # the first call compiles the kernels
+@given(st.lists(st.tuples(texts, st.sampled_from(["a", "b", "c"]), st.sampled_from(["d1", "d2", "d3", "d4", "d5"])),
+                min_size=1, max_size=10),
+       st.lists(texts, max_size=3), st.integers(1, 3), st.integers(1, 5), st.booleans(),
+       st.sampled_from([None, 5.0]))
+def test_learning_text_in_compiled_code_equals_learning_its_counts(batch, earlier, ngrams, max_len, lowercase,
+                                                                   half_life):
+    """Texts with ids go through the compiled tokenizer and lookup (new terms included, non-ASCII text in
+    Python): the model equals one that learned ``Counter(tokenizer.tokens(text))`` of the same texts."""
+    from collections import Counter
+
+    from model.text import Tokenizer
+
+    tokenizer = Tokenizer(ngrams=ngrams, max_token_length=max_len, lowercase=lowercase)
+    from_text = MNB("uc_pd_jm_dp", tokenizer=tokenizer, half_life=half_life)
+    from_counts = MNB("uc_pd_jm_dp", tokenizer=tokenizer, half_life=half_life)
+    counts = [dict(Counter(tokenizer.tokens(text))) for text, _, _ in batch]
+    for model, docs in ((from_text, [t for t, _, _ in batch]), (from_counts, counts)):
+        model.learn_many(earlier, ["a"] * len(earlier), ids=[f"e{i}" for i in range(len(earlier))])
+        model.forget("e0")  # terms leave, ids are freed for reuse
+        model.learn_many(docs, [label for _, label, _ in batch], ts=[float(i) for i in range(len(batch))],
+                         ids=[doc_id for _, _, doc_id in batch], sequential=True)
+    assert from_text.checksum() == from_counts.checksum()
+    probe = [t for t, _, _ in batch[:3]]
+    assert from_text.predict_proba_many(probe) == from_counts.predict_proba_many(probe)
+
+
+def test_compiled_learning_grows_its_table_of_new_terms():
+    """Thousands of new words and bigrams in one batch (the unknown-token table and its text grow many times)."""
+    from collections import Counter
+
+    from model.text import Tokenizer
+
+    tokenizer = Tokenizer(ngrams=2)
+    docs = [" ".join(f"w{(i * 7 + j * 13) % 5000}x{'y' * (j % 9)}" for j in range(60)) + " café" * (i % 2)
+            for i in range(200)]
+    from_text, from_counts = MNB("uc_pd_jm_dp", tokenizer=tokenizer), MNB("uc_pd_jm_dp", tokenizer=tokenizer)
+    labels, ids = [f"l{i % 4}" for i in range(200)], [f"d{i}" for i in range(200)]
+    from_text.learn_many(docs, labels, ids=ids)
+    from_counts.learn_many([dict(Counter(tokenizer.tokens(d))) for d in docs], labels, ids=ids)
+    assert len(from_text.state.terms) > 20_000
+    assert from_text.checksum() == from_counts.checksum()
