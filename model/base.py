@@ -304,8 +304,9 @@ class GenerativeTextModel:
     def cache_bytes(self) -> int:
         """Bytes of the arrays kept only to score fast (derived from the counts, not in snapshots)."""
         caches = [self._lexicon, getattr(self, "postings", None)]
-        return sum(value.nbytes for cache in caches if cache is not None
-                   for value in vars(cache).values() if isinstance(value, np.ndarray))
+        arrays = [value for cache in caches if cache is not None for value in vars(cache).values()]
+        arrays += getattr(self, "_power_cache", ())  # MNB with pd smoothing: each entry's c**delta
+        return sum(value.nbytes for value in arrays if isinstance(value, np.ndarray))
 
     def _term_lexicon(self) -> TermLexicon:
         """The compiled lookup table of the vocabulary (built on first use, then kept in step)."""

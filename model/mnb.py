@@ -22,7 +22,8 @@ from sortedcontainers import SortedList
 from . import smoothing
 from .base import GenerativeTextModel, PreparedBatch
 from .index import PostingCache
-from .kernels import accumulate_postings, dense_log_posterior, sparse_accumulate, sparse_topk_finish
+from .kernels import (accumulate_postings, dense_log_posterior, power_discount_totals, sparse_accumulate,
+                      sparse_topk_finish)
 from .state import CompensatedSum, grow
 
 #: With at least this many classes, top-k of Jelinek-Mercer models skips the per-class pass (sparse top-k).
@@ -149,6 +150,7 @@ class MNB(GenerativeTextModel):
         self._class_terms: _ClassTerms | None = None
         self._prior_index: _PriorIndex | None = None
         self._scratch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # sparse accumulator
+        self._power_cache: tuple[np.ndarray, np.ndarray, float | None] = (np.empty(0), np.empty(0), None)  # pd: c**delta
 
     # ------------------------------------------------------------ derived values
     def _delta(self) -> float:
@@ -169,7 +171,9 @@ class MNB(GenerativeTextModel):
         mass = state.cls_mass.get(slice(0, n)) * scale
         if self.spec.linear_discount:
             discount_total = beta * mass if self.spec.jm else np.zeros(n)
-        else:  # ad/pd are not linear in the counts: sum the entry discounts
+        elif self.spec.discount == "pd" and self.params.get("delta") != "kn":
+            discount_total = self._power_discount_totals(n, scale, delta, beta)
+        else:  # ad (and pd with a delta that moves with every update): sum the entry discounts
             used = state.ent_used
             counts = state.ent_count.get(slice(0, used)) * scale
             discount_total = np.bincount(state.ent_class[:used], smoothing.entry_discount(counts, self.spec, beta, delta),
@@ -183,6 +187,30 @@ class MNB(GenerativeTextModel):
             log_prior[active] = theta * (np.log(docs[active]) - np.log(state.class_docs_total.value))
         self._class_terms = _ClassTerms(state.epoch, scale, delta, mu + discount_total, log_a, log_prior)
         return self._class_terms
+
+    def _power_discount_totals(self, n: int, scale: float, delta: float, beta: float) -> np.ndarray:
+        """``D(l)`` of ``pd`` for every class, with each entry's ``c**delta`` cached between epochs.
+
+        The pass over all entries runs after every update (``D(l)`` sums the
+        non-linear discount of each entry); the ``pow`` it needs only where an
+        entry changed. The cache is keyed by the stored count itself, so it is
+        right whoever holds a slot, and it starts empty after a restore.
+        """
+        state = self.state
+        used = state.ent_used
+        power, power_of, cached_delta = self._power_cache
+        if cached_delta != delta or len(power) < used:
+            fresh = cached_delta != delta
+            size = max(used, 2 * len(power) if not fresh else used)
+            grown_power, grown_of = np.empty(size), np.full(size, np.nan)  # NaN: never equal, so computed
+            if not fresh:
+                grown_power[: len(power)], grown_of[: len(power_of)] = power, power_of
+            power, power_of = grown_power, grown_of
+            self._power_cache = (power, power_of, delta)
+        out = np.zeros(n)
+        power_discount_totals(state.ent_class, state.ent_count.hi, state.ent_count.lo, used, scale, scale ** delta,
+                              delta, beta, self.spec.jm, power, power_of, out)
+        return out
 
     def background(self, terms: np.ndarray) -> np.ndarray:
         """``p_b(n)`` for known term ids."""
