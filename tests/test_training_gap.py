@@ -12,8 +12,10 @@ retention is played by the memory transport's ``MemoryBroker.delete_records``
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
+from typing import Iterator
 
 from consumers.config import ServiceConfig
 from consumers.service import Service
@@ -32,6 +34,19 @@ def run_until_idle(service: Service) -> None:
     idle = 0
     while idle < 3:
         idle = 0 if service.step() else idle + 1
+
+
+@contextlib.contextmanager
+def idle_service(cfg: ServiceConfig, client, prepare=lambda service: None) -> Iterator[Service]:
+    """A started service (``prepare``d after start) that has applied everything it can read; closed on exit."""
+    service = Service(cfg, client=client)
+    service.start()
+    try:
+        prepare(service)
+        run_until_idle(service)
+        yield service
+    finally:
+        service.close()
 
 
 def missed(service: Service) -> float:
@@ -119,30 +134,19 @@ def test_transaction_markers_are_skipped_offsets_not_lost_documents(tmp_path, ca
     client.broker.append_marker(cfg.train_topic, 0)  # 6
     client.broker.append_marker(cfg.train_topic, 0)  # 7
     send_training(client, cfg.train_topic, range(5, 6))  # 8
-    service = Service(cfg, client=client)
-    with caplog.at_level(logging.ERROR, logger="sgm.service"):
-        service.start()
-        run_until_idle(service)
-    try:
+    with caplog.at_level(logging.ERROR, logger="sgm.service"), idle_service(cfg, client) as service:
         assert len(service.model) == 6 and service.train_offsets[0] == 9
         assert missed(service) == 0 and skipped(service) == 3
         assert not [r for r in caplog.records if r.getMessage().startswith("training log gap")]
-    finally:
-        service.close()
 
-    # retention then deletes 0..4 and a marker follows: a fresh replica misses 0..3 (4 is a record it
-    # cannot tell from a marker once deleted: below the log start everything counts as missed)
+    # retention then deletes 0..4 (d0-d3 and the marker at 3: once deleted, a marker cannot be told
+    # from a record, so below the log start everything counts as missed); a marker and d6 follow
     client.broker.delete_records(TopicPartition(cfg.train_topic, 0), 5)
     client.broker.append_marker(cfg.train_topic, 0)  # 9
     send_training(client, cfg.train_topic, range(6, 7))  # 10
-    fresh = Service(config(name, str(tmp_path / "fresh")), client=client)
-    fresh.start()
-    try:
-        run_until_idle(fresh)
+    with idle_service(config(name, str(tmp_path / "fresh")), client) as fresh:
         assert sorted(fresh.model.state.docs) == ["d4", "d5", "d6"]
         assert missed(fresh) == 5 and skipped(fresh) == 3  # 0..4 deleted; 6, 7 and 9 markers
-    finally:
-        fresh.close()
 
 
 def test_an_unreadable_log_start_counts_the_gap_as_missed(tmp_path, caplog):
@@ -153,17 +157,10 @@ def test_an_unreadable_log_start_counts_the_gap_as_missed(tmp_path, caplog):
     send_training(client, cfg.train_topic, range(2))
     client.broker.append_marker(cfg.train_topic, 0)
     send_training(client, cfg.train_topic, range(2, 3))
-    service = Service(cfg, client=client)
-    service.start()
-
     def unreadable(tps, timeout=None):
         raise KafkaTransportError("broker unavailable")
 
-    service.train_consumer.beginning_offsets = unreadable
-    with caplog.at_level(logging.WARNING, logger="sgm.service"):
-        run_until_idle(service)
-    try:
+    with caplog.at_level(logging.WARNING, logger="sgm.service"), \
+            idle_service(cfg, client, lambda s: setattr(s.train_consumer, "beginning_offsets", unreadable)) as service:
         assert len(service.model) == 3 and missed(service) == 1 and skipped(service) == 0
         assert any(r.getMessage().startswith("training log gap: could not read the log start") for r in caplog.records)
-    finally:
-        service.close()
