@@ -182,12 +182,23 @@ class _NameIds(dict):
 
     def __missing__(self, name):
         owner = self.owner
-        if owner.interning is None:
+        new = owner.interning
+        if new is None:
             raise KeyError(name)
         if type(name) is not str and not isinstance(name, str):
             raise TypeError("terms must be strings")
-        owner.interning.append(name)
-        return owner.add(name)
+        new.append(name)
+        # Interner.add inlined: this runs once per new term of a batch
+        if owner.free:
+            index = owner.free.pop()
+            owner.names[index] = name
+        else:
+            index = len(owner.names)
+            owner.names.append(name)
+        self[name] = index
+        if owner.changes is not None:
+            owner._log_change(index)
+        return index
 
 
 class Interner:
