@@ -1,4 +1,4 @@
-"""Compiled lookup of text tokens in the term vocabulary: the scoring fast path for ASCII text.
+"""Compiled lookup of text tokens in the term vocabulary: the fast path for ASCII text.
 
 Scoring text needs, per document, the known terms and their counts. In Python
 that is a tokenizer building a string per token and a dict lookup per string:
@@ -12,8 +12,13 @@ counts, in the same order, as ``Counter(tokenizer.tokens(text))`` restricted to
 the vocabulary. Text with any non-ASCII character takes the Python path
 (Unicode lower-casing and punctuation are not re-implemented here).
 
+For learning (:meth:`TermLexicon.all_terms`) the same pass also keeps the tokens
+that are not in the vocabulary, each new string once per batch, for the caller to
+intern: a document's terms then cost Python work only where they are new.
+
 The table follows the :class:`model.state.Interner` it was built from through the
-interner's change log (ids added or removed since the last lookup).
+interner's change log (ids added or removed since the last lookup), filing the
+changed names in one compiled pass.
 """
 from __future__ import annotations
 
