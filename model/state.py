@@ -188,17 +188,7 @@ class _NameIds(dict):
         if type(name) is not str and not isinstance(name, str):
             raise TypeError("terms must be strings")
         new.append(name)
-        # Interner.add inlined: this runs once per new term of a batch
-        if owner.free:
-            index = owner.free.pop()
-            owner.names[index] = name
-        else:
-            index = len(owner.names)
-            owner.names.append(name)
-        self[name] = index
-        if owner.changes is not None:
-            owner._log_change(index)
-        return index
+        return owner._add_absent(name)
 
 
 class Interner:
@@ -270,8 +260,10 @@ class Interner:
 
     def add(self, name: str) -> int:
         index = self.ids.get(name)
-        if index is not None:
-            return index
+        return self._add_absent(name) if index is None else index
+
+    def _add_absent(self, name: str) -> int:
+        """Give ``name`` (not interned) a freed id, last freed first, or the next new one."""
         if self.free:
             index = self.free.pop()
             self.names[index] = name
