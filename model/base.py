@@ -209,21 +209,9 @@ class GenerativeTextModel:
         changed = 0
         batch: list[tuple] = []
         in_batch: set[str] = set()
-        # Texts with ids (the service's case) are tokenized and looked up in compiled code; the
-        # content hash of a document without an id needs its terms as strings.
-        compiled = bool(docs) and None not in id_list and all(type(doc) is str for doc in docs)
-        if not compiled:
-            all_terms, all_counts, lengths = batch_term_counts(docs, self.tokenizer, check_terms=False)  # new terms are checked when interned
         # Interned once for the whole batch: documents then carry id slices, valid while held.
         with self.state.holding_term_ids() as added:
-            if compiled:
-                owner, all_ids, all_counts, new_terms = self._term_lexicon().all_terms(docs, self.tokenizer)
-                lengths = np.bincount(owner, minlength=len(docs))
-                new_ids = self.state.intern_terms(new_terms, added)
-                unknown = all_ids < 0
-                all_ids[unknown] = new_ids[-all_ids[unknown] - 1]
-            else:
-                all_ids = self.state.intern_terms(all_terms, added)
+            all_terms, all_ids, all_counts, lengths = self._batch_terms(docs, None not in id_list, added)
             ends = np.cumsum(lengths).tolist()
             begins = [0] + ends[:-1]
             if None not in id_list:
@@ -247,7 +235,7 @@ class GenerativeTextModel:
                     record = self.state.docs.get(key)
                     if record is not None:
                         if self._record_classes(record) == set(classes):
-                            if not compiled:  # (text gives string terms by construction)
+                            if all_terms is not None:  # (compiled text has string terms by construction)
                                 check_term_types(all_terms[begin:end])  # not interned, so checked here
                             continue
                         self.state.remove_document(key)
@@ -255,6 +243,23 @@ class GenerativeTextModel:
                 in_batch.add(key)
             changed += self._flush(batch)
         return changed
+
+    def _batch_terms(self, docs: list, with_ids: bool, added: list[str]):
+        """``(terms, term ids, counts, distinct terms per document)`` of a batch, new terms interned.
+
+        Texts of documents with ids (the service's case) are tokenized and
+        looked up in compiled code and ``terms`` is ``None``; otherwise (the
+        content hash of a document without an id needs its terms as strings)
+        the terms are strings. New terms are type-checked when interned.
+        """
+        if docs and with_ids and all(type(doc) is str for doc in docs):
+            owner, ids, counts, new_terms = self._term_lexicon().all_terms(docs, self.tokenizer)
+            new_ids = self.state.intern_terms(new_terms, added)
+            unknown = ids < 0
+            ids[unknown] = new_ids[-ids[unknown] - 1]
+            return None, ids, counts, np.bincount(owner, minlength=len(docs))
+        terms, counts, lengths = batch_term_counts(docs, self.tokenizer, check_terms=False)
+        return terms, self.state.intern_terms(terms, added), counts, lengths
 
     def _flush(self, batch: list[tuple]) -> int:
         if not batch:

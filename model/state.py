@@ -54,18 +54,6 @@ def grow(array: np.ndarray, size: int) -> np.ndarray:
     return bigger
 
 
-def scatter_add(target: np.ndarray, index: np.ndarray, values, distinct: bool) -> None:
-    """``target[index] += values`` accumulating repeated indices in order.
-
-    ``distinct`` says the indices do not repeat, where plain fancy indexing is
-    equivalent and several times faster than ``np.add.at``.
-    """
-    if distinct:
-        target[index] += values
-    else:
-        np.add.at(target, index, values)
-
-
 def _two_sum_into(hi: np.ndarray, lo: np.ndarray, index, values) -> None:
     """``hi[index] += values`` keeping the exact rounding error in ``lo`` (Knuth's TwoSum).
 
