@@ -342,6 +342,13 @@ def _hash_bytes(data: bytes) -> np.uint64:
     return _fnv(np.frombuffer(data, dtype=np.uint8), 0, len(data), _FNV_OFFSET)
 
 
+def _in_document_order(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
+    """Concatenate ``(owner, terms, counts)`` parts (compiled and Python-tokenized documents) by owner, stably."""
+    owner = np.concatenate([p[0] for p in parts])
+    order = np.argsort(owner, kind="stable")
+    return owner[order], np.concatenate([p[1] for p in parts])[order], np.concatenate([p[2] for p in parts])[order]
+
+
 class TermLexicon:
     """The vocabulary of an :class:`~model.state.Interner` as a compiled hash table.
 
@@ -448,10 +455,7 @@ class TermLexicon:
                 known = [(t, c) for t, c in counted if t is not None]
                 parts.append((np.full(len(known), i, dtype=np.int64), np.array([t for t, _ in known], dtype=np.int64),
                               np.array([c for _, c in known], dtype=np.float64)))
-        owner = np.concatenate([p[0] for p in parts])
-        order = np.argsort(owner, kind="stable")
-        return (owner[order], np.concatenate([p[1] for p in parts])[order],
-                np.concatenate([p[2] for p in parts])[order])
+        return _in_document_order(parts)
 
     def all_terms(self, texts: Sequence[str], tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
         """``(owner, terms, counts, new)``: every term of each text with its count, for learning.
@@ -491,10 +495,7 @@ class TermLexicon:
                     terms[row] = known
                 parts.append((np.full(len(counted), i, dtype=np.int64), terms,
                               np.fromiter(counted.values(), dtype=np.float64, count=len(counted))))
-        owner = np.concatenate([p[0] for p in parts])
-        order = np.argsort(owner, kind="stable")
-        return (owner[order], np.concatenate([p[1] for p in parts])[order],
-                np.concatenate([p[2] for p in parts])[order], new)
+        return (*_in_document_order(parts), new)
 
     def _compiled(self, texts: Sequence[str], tokenizer: Tokenizer, collect_unknown: bool = False):
         data = np.frombuffer("".join(texts).encode("ascii"), dtype=np.uint8)

@@ -200,8 +200,8 @@ class MNB(GenerativeTextModel):
         used = state.ent_used
         power, power_of, cached_delta = self._power_cache
         if cached_delta != delta or len(power) < used:
-            fresh = cached_delta != delta
-            size = max(used, 2 * len(power) if not fresh else used)
+            fresh = cached_delta != delta  # a new delta: every cached power is wrong
+            size = used if fresh else max(used, 2 * len(power))
             grown_power, grown_of = np.empty(size), np.full(size, np.nan)  # NaN: never equal, so computed
             if not fresh:
                 grown_power[: len(power)], grown_of[: len(power_of)] = power, power_of
