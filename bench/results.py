@@ -198,6 +198,9 @@ def run_entry(entry: Entry, runner: Runner, search: tuple[int, int] | None, done
             summary = runner.run(["sgm", *common, "--out", str(config)],
                                  [sys.executable, "-m", "consumers.cli", *common, "--no-test", "--out", str(config),
                                   "--json", str(tune_json)], tune_json)
+            if summary["search"] != f"{size[0]}x{size[1]}":  # --resume must not mix in another search size
+                raise RuntimeError(f"{tune_json} holds a {summary['search']} search, not {size[0]}x{size[1]}: "
+                                   "use a fresh --work folder")
             params = summary["tuned_config"]["params"]
             commands.append(shlex.join(["sgm", *common, "--out"]) + " " + rel(config))
         eval_args = ["eval", *entry.data_args(), "--model", candidate.spec, *candidate.options, *param_args(params)]
@@ -298,7 +301,7 @@ def dataset_section(result: dict) -> list[str]:
             s = ours["summary"]
             lines.append(f"| {ours['candidate'].label} | {fmt(s['dev_default'])} | {fmt(s['dev_tuned'])} | "
                          f"{fmt(ours['default'][measure])} | {fmt(ours['tuned'][measure])} | "
-                         f"{s['evaluations']} points, {s['search_seconds']:.0f} s |")
+                         f"{s['search']}: {s['evaluations']} points, {s['search_seconds']:.0f} s |")
     lines += ["", "Reproduce (`WORK` = any folder):", "", "```bash"]
     for ours in result["ours"]:
         lines += ours["commands"]
@@ -393,6 +396,25 @@ def stream_summary(results: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def search_sizes(results: list[dict]) -> str:
+    """One sentence on the search sizes actually run (read from the tune reports; the thesis's is 40x40)."""
+    sizes: dict[str, set[str]] = {}
+    for result in results:
+        for ours in result["ours"]:
+            if ours["summary"]:
+                kind = "TDM" if ours["candidate"].spec.startswith("tdm") else "MNB"
+                sizes.setdefault(result["entry"].data, set()).add(f"{kind} {ours['summary']['search']}")
+    full = [data for data, runs in sizes.items() if "MNB 40x40" in runs]
+    if not full:
+        return ("Searches are smaller than the thesis's 40x40 (sizes per dataset below) to keep the whole run "
+                "short on two cores.")
+    tdm = sorted({run[4:] for data in full for run in sizes[data] if run.startswith("TDM")})
+    return (f"{', '.join(full)}: the thesis's 40x40 search for every MNB candidate"
+            + (f" (TDM, slower per point: {', '.join(tdm)})" if tdm and tdm != ["40x40"] else "")
+            + "; the other datasets smaller searches to keep the whole run short on two cores (sizes per "
+            "dataset below).")
+
+
 def write_page(results: list[dict], out: Path, step_seconds: float | None, search: tuple[int, int] | None) -> None:
     import numpy
     import sklearn
@@ -428,8 +450,8 @@ def write_page(results: list[dict], out: Path, step_seconds: float | None, searc
         "data never chooses anything, except in the one column labelled \"best on test\". "
         "All systems read the same tokens (`model.text.Tokenizer`).",
         "",
-        "Searches are smaller than the thesis's 40x40 (sizes per dataset below) to keep the whole run short on "
-        "two cores. Every step is deterministic (seeded searches, dev partitions, shuffles and peers): a rerun "
+        search_sizes(results)
+        + " Every step is deterministic (seeded searches, dev partitions, shuffles and peers): a rerun "
         "reproduces every score; only the throughput columns change.",
         "",
     ]

@@ -1,0 +1,66 @@
+"""``python -m bench.results`` bookkeeping: a resumed run never mixes in reports of another search size,
+and the page states the sizes the reports say were run (canned reports, no subprocess)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import results
+
+
+def tune_report(size: str, dev: float) -> dict:
+    return {"search": size, "evaluations": 5, "search_seconds": 1.0, "dev_default": dev - 0.01, "dev_tuned": dev,
+            "tuned_config": {"params": {"beta": 0.25}}}
+
+
+def eval_report(accuracy: float) -> dict:
+    return {"accuracy": accuracy, "macro_f1": accuracy, "log_loss": 0.5, "learn_docs_per_s": 1.0,
+            "score_docs_per_s": 1.0, "roc_auc": None, "one_minus_roca_pct": None, "config": {"params": {"beta": 0.25}}}
+
+
+def write_reports(work, stem: str, size: str, dev: float) -> None:
+    for suffix, report in ((".tune.json", tune_report(size, dev)), (".eval.json", eval_report(0.9)),
+                           (".default.json", eval_report(0.8))):
+        (work / f"{stem}{suffix}").write_text(json.dumps(report), encoding="utf-8")
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "tdm_available", lambda: False)
+    (tmp_path / "toy-split.peers.json").write_text("[]", encoding="utf-8")
+    return tmp_path
+
+
+def test_resume_refuses_a_report_of_another_search_size(work):
+    entry = results.Entry("toy", "split", (4, 4), candidates=(results.Candidate("u_jm_ps"),))
+    write_reports(work, "toy-split-u_jm_ps", "2x2", 0.9)
+    with pytest.raises(RuntimeError, match="2x2 search, not 4x4"):
+        results.run_entry(entry, results.Runner(work, resume=True), None, {})
+    done = results.run_entry(entry, results.Runner(work, resume=True), (2, 2), {})
+    assert done["best"]["summary"]["search"] == "2x2"
+
+
+def test_candidate_search_size_wins_unless_one_size_is_forced(work):
+    slow = results.Candidate("u_jm_ps", search=(1, 3))
+    entry = results.Entry("toy", "split", (4, 4), candidates=(results.Candidate("uc_pd_dp_ps"), slow))
+    write_reports(work, "toy-split-uc_pd_dp_ps", "4x4", 0.91)
+    write_reports(work, "toy-split-u_jm_ps", "1x3", 0.95)
+    done = results.run_entry(entry, results.Runner(work, resume=True), None, {})
+    assert done["best"]["candidate"] is slow  # the best dev score chooses
+    with pytest.raises(RuntimeError, match="1x3 search, not 4x4"):
+        results.run_entry(entry, results.Runner(work, resume=True), (4, 4), {})
+
+
+def test_page_states_the_sizes_the_reports_ran(work):
+    tdm = results.Candidate("tdm_uc_jm_dp_kpd_kdp", search=(10, 12))
+    entry = results.Entry("toy", "split", (40, 40), candidates=(results.Candidate("u_jm_ps"), tdm))
+    write_reports(work, "toy-split-u_jm_ps", "40x40", 0.9)
+    write_reports(work, "toy-split-tdm_uc_jm_dp_kpd_kdp", "10x12", 0.9)
+    full = results.run_entry(entry, results.Runner(work, resume=True), None, {})
+    sentence = results.search_sizes([full])
+    assert sentence.startswith("toy: the thesis's 40x40 search for every MNB candidate (TDM, slower per point: 10x12)")
+    small = results.Entry("toy", "split", (4, 4), candidates=(results.Candidate("u_jm_ps"),))
+    write_reports(work, "toy-split-u_jm_ps", "4x4", 0.9)
+    partial = results.run_entry(small, results.Runner(work, resume=True), None, {})
+    assert results.search_sizes([partial]).startswith("Searches are smaller than the thesis's 40x40")
