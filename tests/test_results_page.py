@@ -25,6 +25,11 @@ def write_reports(work, stem: str, size: str, dev: float) -> None:
         (work / f"{stem}{suffix}").write_text(json.dumps(report), encoding="utf-8")
 
 
+def resumed(work, entry: results.Entry, search: tuple[int, int] | None = None) -> dict:
+    """``run_entry`` over the canned reports in ``work`` (all present, so nothing runs)."""
+    return results.run_entry(entry, results.Runner(work, resume=True), search, {})
+
+
 @pytest.fixture
 def work(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "tdm_available", lambda: False)
@@ -36,8 +41,8 @@ def test_resume_refuses_a_report_of_another_search_size(work):
     entry = results.Entry("toy", "split", (4, 4), candidates=(results.Candidate("u_jm_ps"),))
     write_reports(work, "toy-split-u_jm_ps", "2x2", 0.9)
     with pytest.raises(RuntimeError, match="2x2 search, not 4x4"):
-        results.run_entry(entry, results.Runner(work, resume=True), None, {})
-    done = results.run_entry(entry, results.Runner(work, resume=True), (2, 2), {})
+        resumed(work, entry)
+    done = resumed(work, entry, (2, 2))
     assert done["best"]["summary"]["search"] == "2x2"
 
 
@@ -46,10 +51,10 @@ def test_candidate_search_size_wins_unless_one_size_is_forced(work):
     entry = results.Entry("toy", "split", (4, 4), candidates=(results.Candidate("uc_pd_dp_ps"), slow))
     write_reports(work, "toy-split-uc_pd_dp_ps", "4x4", 0.91)
     write_reports(work, "toy-split-u_jm_ps", "1x3", 0.95)
-    done = results.run_entry(entry, results.Runner(work, resume=True), None, {})
+    done = resumed(work, entry)
     assert done["best"]["candidate"] is slow  # the best dev score chooses
     with pytest.raises(RuntimeError, match="1x3 search, not 4x4"):
-        results.run_entry(entry, results.Runner(work, resume=True), (4, 4), {})
+        resumed(work, entry, (4, 4))
 
 
 def test_page_states_the_sizes_the_reports_ran(work):
@@ -57,10 +62,10 @@ def test_page_states_the_sizes_the_reports_ran(work):
     entry = results.Entry("toy", "split", (40, 40), candidates=(results.Candidate("u_jm_ps"), tdm))
     write_reports(work, "toy-split-u_jm_ps", "40x40", 0.9)
     write_reports(work, "toy-split-tdm_uc_jm_dp_kpd_kdp", "10x12", 0.9)
-    full = results.run_entry(entry, results.Runner(work, resume=True), None, {})
+    full = resumed(work, entry)
     sentence = results.search_sizes([full])
-    assert sentence.startswith("toy: the thesis's 40x40 search for every MNB candidate (TDM, slower per point: 10x12)")
+    assert sentence.startswith("toy: the thesis's 40x40 search for every MNB candidate (TDM: 10x12)")
     small = results.Entry("toy", "split", (4, 4), candidates=(results.Candidate("u_jm_ps"),))
     write_reports(work, "toy-split-u_jm_ps", "4x4", 0.9)
-    partial = results.run_entry(small, results.Runner(work, resume=True), None, {})
+    partial = resumed(work, small)
     assert results.search_sizes([partial]).startswith("Searches are smaller than the thesis's 40x40")
