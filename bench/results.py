@@ -402,17 +402,17 @@ def stream_summary(results: list[dict]) -> list[str]:
 
 def search_sizes(results: list[dict]) -> str:
     """One sentence on the search sizes actually run (read from the tune reports; the thesis's is 40x40)."""
-    sizes: dict[str, set[str]] = {}
+    sizes: dict[str, dict[str, set[str]]] = {}  # dataset -> "MNB"/"TDM" -> sizes run
     for result in results:
         for ours in result["ours"]:
             if ours["summary"]:
                 kind = "TDM" if ours["candidate"].spec.startswith("tdm") else "MNB"
-                sizes.setdefault(result["entry"].data, set()).add(f"{kind} {ours['summary']['search']}")
-    full = [data for data, runs in sizes.items() if "MNB 40x40" in runs]
+                sizes.setdefault(result["entry"].data, {}).setdefault(kind, set()).add(ours["summary"]["search"])
+    full = [data for data, kinds in sizes.items() if "40x40" in kinds.get("MNB", set())]
     if not full:
         return ("Searches are smaller than the thesis's 40x40 (sizes per dataset below) to keep the whole run "
                 "short on two cores.")
-    tdm = sorted({run[4:] for data in full for run in sizes[data] if run.startswith("TDM")})
+    tdm = sorted(set().union(*(sizes[data].get("TDM", set()) for data in full)))
     return (f"{', '.join(full)}: the thesis's 40x40 search for every MNB candidate"
             + ((f" (TDM: {', '.join(tdm)})" if tdm != ["40x40"] else " and for TDM") if tdm else "")
             + "; the other datasets smaller searches to keep the whole run short on two cores (sizes per "
