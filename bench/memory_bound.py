@@ -62,11 +62,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from consumers.chaos import _die_with_parent  # noqa: E402  (the service dies with the benchmark)
-from consumers.logs import metrics_port_in_log  # noqa: E402
-from stream.broker import EmbeddedBroker  # noqa: E402
-from stream.synthetic import SyntheticConfig, SyntheticStream  # noqa: E402
-from stream.transport import KafkaConfig, open_client  # noqa: E402
+from sgm.consumers.chaos import _die_with_parent  # noqa: E402  (the service dies with the benchmark)
+from sgm.consumers.logs import metrics_port_in_log  # noqa: E402
+from sgm.stream.broker import EmbeddedBroker  # noqa: E402
+from sgm.stream.synthetic import SyntheticConfig, SyntheticStream  # noqa: E402
+from sgm.stream.transport import KafkaConfig, open_client  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GAUGES = ("sgm_training_offset", "sgm_model_documents", "sgm_model_labels", "sgm_model_terms", "sgm_model_postings",
@@ -129,7 +129,7 @@ def run(args, bounded: bool, work: Path, say) -> dict:
             admin.create_topics([(topics["train"], 1, 1), (topics["score"], 2, 1), (topics["output"], 2, 1),
                                  (topics["dlq"], 1, 1)])
         log_path = work / f"serve-{name}.log"
-        cmd = [sys.executable, "-m", "consumers.cli", "serve", "--role", "all",
+        cmd = [sys.executable, "-m", "sgm.consumers.cli", "serve", "--role", "all",
                "--bootstrap-servers", broker.bootstrap_servers, "--train-topic", topics["train"],
                "--score-topic", topics["score"], "--output-topic", topics["output"], "--dlq-topic", topics["dlq"],
                "--group", f"mb-{name}", "--state-dir", str(work / f"state-{name}"), "--create-topics", "false",

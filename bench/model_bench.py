@@ -37,8 +37,8 @@ from collections import Counter
 
 import numpy as np
 
-import model.mnb as mnb_module
-from model import MNB
+import sgm.model.mnb as mnb_module
+from sgm.model import MNB
 
 SPEC = "uc_pd_jm_dp"
 PARAMS = {"beta": 0.3, "mu": 50.0, "delta": 0.5, "ups": 0.2}

@@ -53,10 +53,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from consumers.evaluation import (EvalSetup, Outcomes, has_standard_split, is_multilabel, labelled, load_examples,
+from sgm.consumers.evaluation import (EvalSetup, Outcomes, has_standard_split, is_multilabel, labelled, load_examples,
                                   measures, objective_value, positive_label, random_partition, stream_order,
                                   train_test)
-from model.text import Tokenizer
+from sgm.model.text import Tokenizer
 
 NB_ALPHAS = (1.0, 0.1, 0.01)
 SVC_CS = (0.1, 0.3, 1.0, 3.0, 10.0)

@@ -49,9 +49,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stream.broker import EmbeddedBroker  # noqa: E402
-from stream import transport  # noqa: E402
-from stream.transport import KafkaConfig, TopicPartition, open_client  # noqa: E402
+from sgm.stream.broker import EmbeddedBroker  # noqa: E402
+from sgm.stream import transport  # noqa: E402
+from sgm.stream.transport import KafkaConfig, TopicPartition, open_client  # noqa: E402
 
 CLIENTS = ("confluent", "kafka-python")
 PATHS = ("raw", "transport")

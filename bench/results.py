@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from model.metrics import relative_error_reduction
+from sgm.model.metrics import relative_error_reduction
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -115,7 +115,7 @@ PLAN: tuple[Entry, ...] = (
 
 def tdm_available() -> bool:
     try:
-        import model.tdm  # noqa: F401
+        import sgm.model.tdm  # noqa: F401
     except ImportError:
         return False
     return True
@@ -159,7 +159,7 @@ class Runner:
         return sum(self.seconds[name] for name in self.used)
 
     def sgm(self, args: list[str], output: Path) -> dict:
-        return self.run(["sgm", *args], [sys.executable, "-m", "consumers.cli", *args], output)
+        return self.run(["sgm", *args], [sys.executable, "-m", "sgm.consumers.cli", *args], output)
 
     def peers(self, args: list[str], output: Path) -> list:
         return self.run(["python", "-m", "bench.peers", *args],
@@ -195,7 +195,7 @@ def run_entry(entry: Entry, runner: Runner, search: tuple[int, int] | None, done
             common = ["tune", *entry.data_args(), "--model", candidate.spec, *candidate.options, *entry.dev_args,
                       "--iters", str(size[0]), "--points", str(size[1])]
             summary = runner.run(["sgm", *common, "--out", str(config)],
-                                 [sys.executable, "-m", "consumers.cli", *common, "--no-test", "--out", str(config),
+                                 [sys.executable, "-m", "sgm.consumers.cli", *common, "--no-test", "--out", str(config),
                                   "--json", str(tune_json)], tune_json)
             if summary["search"] != f"{size[0]}x{size[1]}":  # --resume must not mix in another search size
                 raise RuntimeError(f"{tune_json} holds a {summary['search']} search, not {size[0]}x{size[1]}: "

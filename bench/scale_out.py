@@ -43,12 +43,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from consumers.chaos import _die_with_parent  # noqa: E402  (children die with the benchmark)
-from consumers.logs import metrics_port_in_log  # noqa: E402
-from stream.broker import EmbeddedBroker  # noqa: E402
-from stream.records import parse_output  # noqa: E402
-from stream.synthetic import SyntheticConfig, SyntheticStream  # noqa: E402
-from stream.transport import KafkaConfig, TopicPartition, open_client  # noqa: E402
+from sgm.consumers.chaos import _die_with_parent  # noqa: E402  (children die with the benchmark)
+from sgm.consumers.logs import metrics_port_in_log  # noqa: E402
+from sgm.stream.broker import EmbeddedBroker  # noqa: E402
+from sgm.stream.records import parse_output  # noqa: E402
+from sgm.stream.synthetic import SyntheticConfig, SyntheticStream  # noqa: E402
+from sgm.stream.transport import KafkaConfig, TopicPartition, open_client  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -113,7 +113,7 @@ def run_once(n: int, args, train, score, work: Path) -> dict:
             shutil.rmtree(state, ignore_errors=True)
             log_path = work / f"n{n}-classifier-{i}.log"
             logs.append(log_path)
-            cmd = [sys.executable, "-m", "consumers.cli", "serve", "--role", "classifier",
+            cmd = [sys.executable, "-m", "sgm.consumers.cli", "serve", "--role", "classifier",
                    "--bootstrap-servers", broker.bootstrap_servers, "--train-topic", topics["train"],
                    "--score-topic", topics["score"], "--output-topic", topics["output"], "--dlq-topic", topics["dlq"],
                    "--group", "so-classifiers", "--state-dir", str(state), "--create-topics", "false",

@@ -44,11 +44,11 @@ import uuid
 import numpy as np
 import orjson
 
-from consumers.config import ServiceConfig
-from stream.broker import EmbeddedBroker
-from stream.records import ScoreRecord, encode_score
-from stream.synthetic import SyntheticConfig, SyntheticStream
-from stream.transport import KafkaConfig, TopicPartition, open_client
+from sgm.consumers.config import ServiceConfig
+from sgm.stream.broker import EmbeddedBroker
+from sgm.stream.records import ScoreRecord, encode_score
+from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
+from sgm.stream.transport import KafkaConfig, TopicPartition, open_client
 
 PARTITIONS = 4
 MAX_POLL_RECORDS = 2000  # the service's batch in this benchmark; the relay ceiling polls the same
@@ -154,7 +154,7 @@ def read_outputs(client, topic: str, n: int, timeout: float) -> list:
 
 def serve_process(cfg: ServiceConfig, log_path: str) -> subprocess.Popen:
     """``sgm serve`` in its own process, as deployed (the benchmark's threads must not share its GIL)."""
-    args = [sys.executable, "-m", "consumers.cli", "serve", "--bootstrap-servers", cfg.bootstrap_servers,
+    args = [sys.executable, "-m", "sgm.consumers.cli", "serve", "--bootstrap-servers", cfg.bootstrap_servers,
             "--client", cfg.client, "--train-topic", cfg.train_topic, "--score-topic", cfg.score_topic,
             "--output-topic", cfg.output_topic, "--dlq-topic", cfg.dlq_topic, "--group", cfg.group,
             "--state-dir", cfg.state_dir, "--model", cfg.model, "--metrics-address", "",
@@ -220,7 +220,7 @@ def service_run(kind: str, bootstrap: str, train: list[bytes], score: list[bytes
 
 def training_run(kind: str, bootstrap: str, train: list[bytes]) -> dict:
     """Apply ``train`` from a topic with an in-process trainer; records/s and CPU per record."""
-    from consumers.service import Service
+    from sgm.consumers.service import Service
 
     client = open_client(kind, KafkaConfig(bootstrap_servers=bootstrap))
     name = f"bench-train-{kind}-{uuid.uuid4().hex[:6]}"

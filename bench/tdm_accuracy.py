@@ -27,9 +27,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from model import build_model  # noqa: E402
-from model.spec import PARAMS, parse_spec  # noqa: E402
-from stream.datasets import find_dataset, load_jsonl, split  # noqa: E402
+from sgm.model import build_model  # noqa: E402
+from sgm.model.spec import PARAMS, parse_spec  # noqa: E402
+from sgm.stream.datasets import find_dataset, load_jsonl, split  # noqa: E402
 
 #: (name, affix string, fixed numbers or None to tune every free number)
 CONFIGS = [

@@ -34,8 +34,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from model import TDM  # noqa: E402
-from model.tdm import kernel_discount  # noqa: E402
+from sgm.model import TDM  # noqa: E402
+from sgm.model.tdm import kernel_discount  # noqa: E402
 
 
 # ------------------------------------------------------------------ synthetic data

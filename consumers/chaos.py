@@ -72,13 +72,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from model import LearnGuardError, build_model
-from model.snapshot import loads as load_snapshot, read_meta
-from stream.broker import EmbeddedBroker
-from stream.records import ApplyReason, InvalidRecord, Op, parse_dead_letter, parse_output, parse_score, parse_train
-from stream.snapshots import SnapshotStore
-from stream.synthetic import SyntheticConfig, SyntheticStream
-from stream.transport import KafkaConfig, TopicPartition, open_client
+from sgm.model import LearnGuardError, build_model
+from sgm.model.snapshot import loads as load_snapshot, read_meta
+from sgm.stream.broker import EmbeddedBroker
+from sgm.stream.records import ApplyReason, InvalidRecord, Op, parse_dead_letter, parse_output, parse_score, parse_train
+from sgm.stream.snapshots import SnapshotStore
+from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
+from sgm.stream.transport import KafkaConfig, TopicPartition, open_client
 
 from .logs import metrics_port_in_log
 
@@ -400,7 +400,7 @@ class Feeder(threading.Thread):
             self.done.set()
 
     def _flush(self) -> None:
-        from stream.transport import DeliveryError
+        from sgm.stream.transport import DeliveryError
 
         while True:
             try:
@@ -416,7 +416,7 @@ class Feeder(threading.Thread):
 
 def _serve_args(config: CampaignConfig, bootstrap: str, topics: dict[str, str], group: str, role: str,
                 state_dir: Path) -> list[str]:
-    args = [sys.executable, "-m", "consumers.cli", "serve", "--bootstrap-servers", bootstrap, "--client", config.client,
+    args = [sys.executable, "-m", "sgm.consumers.cli", "serve", "--bootstrap-servers", bootstrap, "--client", config.client,
             "--role", role, "--train-topic", topics["train"], "--score-topic", topics["score"],
             "--output-topic", topics["output"], "--dlq-topic", topics["dlq"], "--group", group,
             "--state-dir", str(state_dir), "--create-topics", "false", "--model", config.model,

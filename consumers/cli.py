@@ -19,12 +19,12 @@ def register(name: str, module: str, help_text: str) -> None:
     COMMANDS[name] = (module, help_text)
 
 
-register("demo", "consumers.commands.demo", "run the service on an embedded broker fed by a generated stream")
-register("serve", "consumers.commands.serve", "run the trainer and/or classifier consumers against Kafka")
-register("eval", "consumers.commands.eval", "evaluate a model configuration on a JSON Lines dataset")
-register("tune", "consumers.commands.tune", "Gaussian random search of model parameters on a development split")
-register("feed", "consumers.commands.feed", "produce the generated stream to the training and scoring topics (load generator)")
-register("chaos", "consumers.commands.chaos", "fault campaign: kill/restart processes and freeze the broker, then audit")
+register("demo", "sgm.consumers.commands.demo", "run the service on an embedded broker fed by a generated stream")
+register("serve", "sgm.consumers.commands.serve", "run the trainer and/or classifier consumers against Kafka")
+register("eval", "sgm.consumers.commands.eval", "evaluate a model configuration on a JSON Lines dataset")
+register("tune", "sgm.consumers.commands.tune", "Gaussian random search of model parameters on a development split")
+register("feed", "sgm.consumers.commands.feed", "produce the generated stream to the training and scoring topics (load generator)")
+register("chaos", "sgm.consumers.commands.chaos", "fault campaign: kill/restart processes and freeze the broker, then audit")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,7 +3,7 @@
 Every setting is a field of :class:`ServiceConfig` with its default, its flag
 (``--train-topic``) and its environment variable (``SGM_TRAIN_TOPIC``). A flag
 beats the environment, which beats the default. ``docs/CONFIG.md`` is
-generated from this file (``python -m consumers.config``), so the defaults are
+generated from this file (``python -m sgm.consumers.config``), so the defaults are
 documented in exactly one place.
 """
 from __future__ import annotations
@@ -120,7 +120,7 @@ class ServiceConfig:
         return out
 
     def kafka(self):
-        from stream.transport import KafkaConfig
+        from sgm.stream.transport import KafkaConfig
 
         return KafkaConfig(
             bootstrap_servers=self.bootstrap_servers,
@@ -242,5 +242,5 @@ def markdown_table() -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write("# sgm serve configuration\n\nGenerated from `consumers/config.py` by `python -m consumers.config`."
+    sys.stdout.write("# sgm serve configuration\n\nGenerated from `consumers/config.py` by `python -m sgm.consumers.config`."
                      " Flags beat environment variables, which beat defaults.\n\n" + markdown_table() + "\n")

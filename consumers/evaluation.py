@@ -43,10 +43,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from model import build_model, model_config
-from model import metrics
-from model.text import Tokenizer
-from stream.datasets import LabelledDoc, find_dataset, load_jsonl, split as split_by_field, time_ordered
+from sgm.model import build_model, model_config
+from sgm.model import metrics
+from sgm.model.text import Tokenizer
+from sgm.stream.datasets import LabelledDoc, find_dataset, load_jsonl, split as split_by_field, time_ordered
 
 MODES = ("split", "prequential")
 OBJECTIVES = ("accuracy", "micro_f1", "macro_f1", "roc_auc", "neg_log_loss")

@@ -101,7 +101,7 @@ def setup_logging(fmt: str = "json", level: str = "INFO", stream=None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("kafka", "stream.transport.librdkafka"):
+    for noisy in ("kafka", "sgm.stream.transport.librdkafka"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 

@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from model import GenerativeTextModel, LearnGuardError, build_model, model_config
-from model.base import top_k_indices
-from model.snapshot import SnapshotError, loads as load_snapshot
-from stream.records import (
+from sgm.model import GenerativeTextModel, LearnGuardError, build_model, model_config
+from sgm.model.base import top_k_indices
+from sgm.model.snapshot import SnapshotError, loads as load_snapshot
+from sgm.stream.records import (
     DEFAULT_LIMITS,
     ApplyReason,
     DeadLetter,
@@ -45,8 +45,8 @@ from stream.records import (
     parse_score,
     parse_train,
 )
-from stream.snapshots import SnapshotStore
-from stream.transport import Client, CommitFailedError, DeliveryError, KafkaTransportError, Record, TopicPartition, open_client
+from sgm.stream.snapshots import SnapshotStore
+from sgm.stream.transport import Client, CommitFailedError, DeliveryError, KafkaTransportError, Record, TopicPartition, open_client
 
 from .config import ServiceConfig
 from .logs import record_context, undelivered_ids

@@ -354,7 +354,7 @@ class TermLexicon:
 
     Examples
     --------
-    >>> from model.state import Interner
+    >>> from sgm.model.state import Interner
     >>> vocabulary = Interner()
     >>> for term in ["cheap", "pills", "cheap pills", "dont"]:
     ...     _ = vocabulary.add(term)
@@ -466,7 +466,7 @@ class TermLexicon:
         ``new[k]`` (the caller interns ``new`` and substitutes the ids). ASCII
         text is tokenized and looked up in compiled code, other text in Python.
 
-        >>> from model.state import Interner
+        >>> from sgm.model.state import Interner
         >>> vocabulary = Interner()
         >>> _ = vocabulary.add("spam")
         >>> owner, terms, counts, new = TermLexicon(vocabulary).all_terms(["spam eggs spam", "Eggs"], Tokenizer())

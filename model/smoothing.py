@@ -25,7 +25,7 @@ def entry_discount(counts: np.ndarray, spec: ModelSpec, beta: float, delta: floa
     A discount never exceeds its count (``min(C, .)``), which matters for
     fractional TF-IDF counts where ``delta * C**delta > C``.
 
-    >>> from model.spec import parse_spec
+    >>> from sgm.model.spec import parse_spec
     >>> entry_discount(np.array([4.0, 0.01]), parse_spec("u_pd"), 0.0, 0.5)
     array([1.  , 0.01])
     >>> entry_discount(np.array([4.0]), parse_spec("u_pd_jm"), 0.5, 0.5)  # 1 + 0.5 * (4 - 1)

@@ -227,7 +227,7 @@ def resolve_params(spec: ModelSpec, given: Mapping[str, Any]) -> dict[str, Any]:
     >>> resolve_params(parse_spec("u_jm"), {"mu": 10})
     Traceback (most recent call last):
     ...
-    model.spec.SpecError: parameter 'mu' is not used by 'mnb_u_jm' (it reads: beta)
+    sgm.model.spec.SpecError: parameter 'mu' is not used by 'mnb_u_jm' (it reads: beta)
     """
     free = spec.free_params
     out: dict[str, Any] = {}

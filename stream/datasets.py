@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from stream.records import MAX_TS, InvalidRecord, Limits, Op, ScoreRecord, TrainRecord, parse_timestamp
+from sgm.stream.records import MAX_TS, InvalidRecord, Limits, Op, ScoreRecord, TrainRecord, parse_timestamp
 
 __all__ = ["DATASETS", "LabelledDoc", "Split", "data_dir", "find_dataset", "load_jsonl", "split", "time_ordered"]
 

@@ -196,7 +196,7 @@ class Limits:
     >>> parse_train(b'{"id": "d1", "text": "x", "labels": ["a", "b"]}', Limits(max_labels=1))
     Traceback (most recent call last):
     ...
-    stream.records.InvalidRecord: too_many_labels: 2 distinct labels, limit 1
+    sgm.stream.records.InvalidRecord: too_many_labels: 2 distinct labels, limit 1
     """
 
     max_record_bytes: int = 1 << 20
@@ -363,7 +363,7 @@ def parse_timestamp(value: Any, limits: Limits = DEFAULT_LIMITS) -> float | None
     >>> parse_timestamp(1_700_000_000_000)  # milliseconds by mistake
     Traceback (most recent call last):
     ...
-    stream.records.InvalidRecord: bad_timestamp: ts 1700000000000 is out of range [0.0, 32503680000.0]
+    sgm.stream.records.InvalidRecord: bad_timestamp: ts 1700000000000 is out of range [0.0, 32503680000.0]
     """
     if value is None:
         return None
@@ -490,7 +490,7 @@ def parse_train(value: bytes | None, limits: Limits = DEFAULT_LIMITS) -> TrainRe
     >>> parse_train(b'{"id": "d1", "text": "", "labels": []}')
     Traceback (most recent call last):
     ...
-    stream.records.InvalidRecord: missing_field: labels is empty; learn and unlearn need at least one label
+    sgm.stream.records.InvalidRecord: missing_field: labels is empty; learn and unlearn need at least one label
     """
     obj = _load_object(value, limits)
     doc_id = _check_id(obj, limits)
@@ -530,7 +530,7 @@ def parse_score(value: bytes | None, limits: Limits = DEFAULT_LIMITS) -> ScoreRe
     >>> parse_score(b'{"id": "q1"}')
     Traceback (most recent call last):
     ...
-    stream.records.InvalidRecord: missing_field: one of text or terms is required
+    sgm.stream.records.InvalidRecord: missing_field: one of text or terms is required
     """
     obj = _load_object(value, limits)
     doc_id = _check_id(obj, limits)

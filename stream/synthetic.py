@@ -47,7 +47,7 @@ from typing import Literal
 
 import numpy as np
 
-from stream.records import DEFAULT_LIMITS, Limits, Op, Reason, TrainRecord, parse_train
+from sgm.stream.records import DEFAULT_LIMITS, Limits, Op, Reason, TrainRecord, parse_train
 
 __all__ = [
     "Event",

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from stream.broker import EmbeddedBroker
-from stream.transport import KafkaConfig
+from sgm.stream.broker import EmbeddedBroker
+from sgm.stream.transport import KafkaConfig
 
 
 @dataclass(frozen=True)

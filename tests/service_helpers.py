@@ -6,11 +6,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from consumers.config import ServiceConfig
-from consumers.service import Service
-from model import LearnGuardError, build_model
-from stream.records import Op, parse_dead_letter, parse_output, parse_train
-from stream.transport import Client, TopicPartition
+from sgm.consumers.config import ServiceConfig
+from sgm.consumers.service import Service
+from sgm.model import LearnGuardError, build_model
+from sgm.stream.records import Op, parse_dead_letter, parse_output, parse_train
+from sgm.stream.transport import Client, TopicPartition
 
 
 @dataclass

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model import MNB
-from stream.datasets import load_jsonl, split
+from sgm.model import MNB
+from sgm.stream.datasets import load_jsonl, split
 
 SKLEARN_MNB_BEST_ALPHA = {"r8": 0.9603, "r52": 0.9065}
 TUNED = {  # uc_pd_jm_dp_ps, tuned on dev by `sgm tune --iters 20 --points 20`

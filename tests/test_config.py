@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from consumers import config as service_config
+from sgm.consumers import config as service_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,4 +51,4 @@ def test_secrets_are_redacted():
 
 def test_docs_config_table_is_generated_from_the_code():
     documented = (ROOT / "docs" / "CONFIG.md").read_text()
-    assert service_config.markdown_table() in documented, "regenerate: python -m consumers.config > docs/CONFIG.md"
+    assert service_config.markdown_table() in documented, "regenerate: python -m sgm.consumers.config > docs/CONFIG.md"

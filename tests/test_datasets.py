@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stream.datasets import DATASETS, LabelledDoc, data_dir, find_dataset, load_jsonl, split, time_ordered
-from stream.records import Op, encode_train, parse_score, parse_train
+from sgm.stream.datasets import DATASETS, LabelledDoc, data_dir, find_dataset, load_jsonl, split, time_ordered
+from sgm.stream.records import Op, encode_train, parse_score, parse_train
 
 LINES = [
     {"id": "a", "text": "Re: hello\n\nbody", "labels": ["ham"], "ts": "2002-08-22T11:36:16+00:00", "split": None},

@@ -32,10 +32,10 @@ import pytest
 import yaml
 import prometheus_client
 
-from consumers import config as service_config
-from consumers.cli import build_parser
-from stream.synthetic import SyntheticConfig, SyntheticStream
-from stream.transport import KafkaConfig, TopicPartition, open_client
+from sgm.consumers import config as service_config
+from sgm.consumers.cli import build_parser
+from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
+from sgm.stream.transport import KafkaConfig, TopicPartition, open_client
 from tests.service_helpers import start_service
 from tests.test_metrics_endpoint import feed_test_then_train, make_config, scrape, stream_events, wait_until
 from tests.test_prometheus import ensure_prometheus
@@ -419,8 +419,8 @@ def test_dockerfile_installs_the_package_and_runs_sgm_serve_unprivileged():
         assert (ROOT / source).exists(), f"COPY {source}: not in the repository"
     assert {"pyproject.toml", "model", "stream", "consumers"} <= set(copied)
     # the packages pyproject installs are the ones copied
-    includes = {p.rstrip("*") for p in __import__("tomllib").loads((ROOT / "pyproject.toml").read_text())
-                ["tool"]["setuptools"]["packages"]["find"]["include"]}
+    includes = set(__import__("tomllib").loads((ROOT / "pyproject.toml").read_text())
+                   ["tool"]["setuptools"]["package-dir"].values())
     assert includes <= set(copied)
     # the Dockerfile-specific ignore file lets the copied paths through
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().split()
@@ -476,7 +476,7 @@ def test_compose_feeder_command_produces_the_stream(kafka_broker, unique_name):
     args += [f"--bootstrap-servers={kafka_broker.bootstrap_servers}", "--rate=0", "--docs=300", "--seed=3",
              "--id-prefix=feedtest", f"--train-topic={topics['train']}", f"--score-topic={topics['score']}",
              f"--output-topic={unique_name}-out", f"--dlq-topic={unique_name}-dlq", "--log-format=json"]
-    done = subprocess.run([sys.executable, "-m", "consumers.cli", "feed", *args], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "sgm.consumers.cli", "feed", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]  # one JSON object per line

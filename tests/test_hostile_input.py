@@ -40,10 +40,10 @@ import pytest
 if __name__ == "__main__":  # run as the atheris harness: make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from consumers.config import ServiceConfig
-from consumers.service import Service
-from model import LearnGuardError, build_model
-from stream.records import (
+from sgm.consumers.config import ServiceConfig
+from sgm.consumers.service import Service
+from sgm.model import LearnGuardError, build_model
+from sgm.stream.records import (
     DEFAULT_LIMITS,
     ApplyReason,
     InvalidRecord,
@@ -53,7 +53,7 @@ from stream.records import (
     parse_score,
     parse_train,
 )
-from stream.transport import KafkaConfig, Record, TopicPartition, open_client
+from sgm.stream.transport import KafkaConfig, Record, TopicPartition, open_client
 
 LIMITS = DEFAULT_LIMITS
 ID_POOL = [f"doc-{i}" for i in range(8)]
@@ -426,11 +426,11 @@ def _fuzz_main() -> None:  # pragma: no cover - runs in a subprocess under ather
 
     import atheris
 
-    import consumers.service
-    import stream.records
+    import sgm.consumers.service
+    import sgm.stream.records
 
     logging.disable(logging.WARNING)  # one warning per rejected record otherwise
-    for module in (stream.records, consumers.service):  # coverage feedback from the parsers and the loop
+    for module in (sgm.stream.records, sgm.consumers.service):  # coverage feedback from the parsers and the loop
         for value in list(vars(module).values()):
             if callable(value) and getattr(value, "__module__", None) == module.__name__:
                 if isinstance(value, type):

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model import MNB
-from model.decay import DecayClock
-from model.state import Interner
+from sgm.model import MNB
+from sgm.model.decay import DecayClock
+from sgm.model.state import Interner
 
 
 def _docs(n: int, offset: int = 0) -> list[dict[str, int]]:
@@ -93,7 +93,7 @@ def test_learning_text_in_compiled_code_equals_learning_its_counts(batch, earlie
     Python): the model equals one that learned ``Counter(tokenizer.tokens(text))`` of the same texts."""
     from collections import Counter
 
-    from model.text import Tokenizer
+    from sgm.model.text import Tokenizer
 
     tokenizer = Tokenizer(ngrams=ngrams, max_token_length=max_len, lowercase=lowercase)
     from_text = MNB("uc_pd_jm_dp", tokenizer=tokenizer, half_life=half_life)
@@ -113,7 +113,7 @@ def test_compiled_learning_grows_its_table_of_new_terms():
     """Thousands of new words and bigrams in one batch (the unknown-token table and its text grow many times)."""
     from collections import Counter
 
-    from model.text import Tokenizer
+    from sgm.model.text import Tokenizer
 
     tokenizer = Tokenizer(ngrams=2)
     docs = [" ".join(f"w{(i * 7 + j * 13) % 5000}x{'y' * (j % 9)}" for j in range(60)) + " café" * (i % 2)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model import MNB, LearnGuardError
+from sgm.model import MNB, LearnGuardError
 from tests.reference import DenseReference, as_array
 
 VOCAB = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
@@ -180,7 +180,7 @@ def test_sequential_batches_equal_one_by_one(config, items, cuts):
 
 
 def test_corrupt_or_foreign_snapshots_are_rejected():
-    from model.snapshot import SnapshotError
+    from sgm.model.snapshot import SnapshotError
 
     model = MNB("u_jm", beta=0.5)
     model.learn_one("a b c", "x", id="1")

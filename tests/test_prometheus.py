@@ -34,8 +34,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stream.synthetic import SyntheticConfig, SyntheticStream
-from stream.transport import KafkaConfig, open_client
+from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
+from sgm.stream.transport import KafkaConfig, open_client
 from tests.service_helpers import start_service
 from tests.test_metrics_endpoint import make_config, scrape, wait_until
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream.records import (
+from sgm.stream.records import (
     DEFAULT_LIMITS,
     DeadLetter,
     InvalidRecord,
@@ -244,7 +244,7 @@ def test_output_record():
 def test_batch_output_encoding_equals_one_by_one(rows, probs):
     import numpy as np
 
-    from stream.records import encode_outputs
+    from sgm.stream.records import encode_outputs
 
     ids = [r[0] for r in rows]
     top_labels = [[f"l{j}" for j in range(r[1])] for r in rows]

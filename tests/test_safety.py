@@ -40,14 +40,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from consumers.config import ServiceConfig
-from consumers.metrics import ServiceMetrics
-from model import build_model
-from model.snapshot import SnapshotError, loads
-from stream.broker import free_port, kafka_metadata_ready
-from stream.snapshots import SnapshotStore
-from stream.synthetic import SyntheticConfig, SyntheticStream
-from stream.transport import KafkaConfig, KafkaTransportError, TopicPartition, confluent_config, kafka_python_config, open_client
+from sgm.consumers.config import ServiceConfig
+from sgm.consumers.metrics import ServiceMetrics
+from sgm.model import build_model
+from sgm.model.snapshot import SnapshotError, loads
+from sgm.stream.broker import free_port, kafka_metadata_ready
+from sgm.stream.snapshots import SnapshotStore
+from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
+from sgm.stream.transport import KafkaConfig, KafkaTransportError, TopicPartition, confluent_config, kafka_python_config, open_client
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_CONFIG = {"model": "uc_pd_jm_dp", "params": {"beta": 0.3, "mu": 20.0, "delta": 0.5, "ups": 0.2}}
@@ -104,7 +104,7 @@ def test_snapshot_round_trip_is_the_baseline():
 
 def test_a_snapshot_streamed_to_a_file_is_the_same_bytes(tmp_path):
     """The service writes snapshots straight to the file (no copy in memory): same bytes as to_bytes."""
-    from stream.snapshots import SnapshotStore
+    from sgm.stream.snapshots import SnapshotStore
 
     model = small_model()
     store = SnapshotStore(tmp_path)
@@ -208,7 +208,7 @@ def test_corrupt_snapshots_are_refused_with_a_clear_error(damage):
 
 def _serve(state_dir: Path, *extra: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
     # An unreachable broker: the snapshot must be refused before any Kafka call.
-    args = [sys.executable, "-m", "consumers.cli", "serve", "--bootstrap-servers", "127.0.0.1:1",
+    args = [sys.executable, "-m", "sgm.consumers.cli", "serve", "--bootstrap-servers", "127.0.0.1:1",
             "--state-dir", str(state_dir), "--metrics-address", "", "--log-format", "logfmt", *extra]
     return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
@@ -284,7 +284,7 @@ def test_metrics_endpoint_binds_to_loopback_unless_told_otherwise():
 
 
 def test_sgm_serve_default_metrics_address_is_loopback():
-    from consumers import config as service_config
+    from sgm.consumers import config as service_config
     import argparse
 
     parser = argparse.ArgumentParser()
@@ -474,7 +474,7 @@ def test_tls_clients_refuse_a_broker_they_cannot_verify(tls_broker):
 def test_sgm_serve_runs_over_tls(tls_broker, tmp_path):
     name = f"tls-serve-{uuid.uuid4().hex[:8]}"
     topics = {"train": f"{name}-train", "score": f"{name}-score", "output": f"{name}-out", "dlq": f"{name}-dlq"}
-    args = [sys.executable, "-m", "consumers.cli", "serve", "--bootstrap-servers", tls_broker["bootstrap"],
+    args = [sys.executable, "-m", "sgm.consumers.cli", "serve", "--bootstrap-servers", tls_broker["bootstrap"],
             "--security-protocol", "SSL", "--ssl-cafile", str(tls_broker["ca.pem"]),
             "--train-topic", topics["train"], "--score-topic", topics["score"], "--output-topic", topics["output"],
             "--dlq-topic", topics["dlq"], "--group", f"{name}-group", "--state-dir", str(tmp_path / "state"),

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import gc
 
-from consumers.config import ServiceConfig
-from consumers.service import Service
-from stream.records import TrainRecord, encode_train
-from stream.transport import KafkaConfig, Record, open_client
+from sgm.consumers.config import ServiceConfig
+from sgm.consumers.service import Service
+from sgm.stream.records import TrainRecord, encode_train
+from sgm.stream.transport import KafkaConfig, Record, open_client
 
 
 def test_the_heap_is_frozen_at_start_and_after_each_snapshot(tmp_path):

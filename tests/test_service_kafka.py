@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from consumers.config import ServiceConfig
-from model.snapshot import read_meta
-from stream.records import parse_train
-from stream.snapshots import SnapshotStore
-from stream.synthetic import SyntheticConfig, SyntheticStream
-from stream.transport import open_client
+from sgm.consumers.config import ServiceConfig
+from sgm.model.snapshot import read_meta
+from sgm.stream.records import parse_train
+from sgm.stream.snapshots import SnapshotStore
+from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
+from sgm.stream.transport import open_client
 from tests.service_helpers import (
     dead_letters,
     expected_reasons,
@@ -100,7 +100,7 @@ def _latest_offsets(state_dir: Path) -> tuple[int, str | None]:
 
 
 def _serve(cfg: ServiceConfig, log_path: Path) -> subprocess.Popen:
-    args = [sys.executable, "-m", "consumers.cli", "serve", "--bootstrap-servers", cfg.bootstrap_servers,
+    args = [sys.executable, "-m", "sgm.consumers.cli", "serve", "--bootstrap-servers", cfg.bootstrap_servers,
             "--client", cfg.client, "--train-topic", cfg.train_topic, "--score-topic", cfg.score_topic,
             "--output-topic", cfg.output_topic, "--dlq-topic", cfg.dlq_topic, "--group", cfg.group,
             "--state-dir", cfg.state_dir, "--model", cfg.model, "--half-life", str(cfg.half_life),
@@ -192,7 +192,7 @@ def test_transactional_training_producer_markers_are_skipped_not_missed(kafka_br
     """A transactional producer's commit markers take offsets no consumer receives: not a training log gap."""
     import confluent_kafka
 
-    from stream.records import TrainRecord, encode_train
+    from sgm.stream.records import TrainRecord, encode_train
 
     cfg = service_config(kafka_broker, unique_name, tmp_path, client=client_kind, score_partitions=1)
     client = open_client(client_kind, kafka_broker.config())

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import model.mnb as mnb_module
-from model import MNB
+import sgm.model.mnb as mnb_module
+from sgm.model import MNB
 
 VOCAB = [f"w{i}" for i in range(12)]
 docs = st.dictionaries(st.sampled_from(VOCAB), st.sampled_from([1.0, 2.0, 0.5, 3.0]), min_size=0, max_size=5)

@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from stream.records import InvalidRecord, Limits, Op, Reason, parse_score, parse_train
-from stream.synthetic import (
+from sgm.stream.records import InvalidRecord, Limits, Op, Reason, parse_score, parse_train
+from sgm.stream.synthetic import (
     Event,
     SyntheticConfig,
     SyntheticStream,

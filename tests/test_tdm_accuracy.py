@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from model import TDM
-from stream.datasets import load_jsonl, split
+from sgm.model import TDM
+from sgm.stream.datasets import load_jsonl, split
 
 
 def test_tdm_defaults_classify_r8(data_dir):

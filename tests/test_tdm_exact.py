@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model import TDM, LearnGuardError, build_model, model_config
-from model.state import CountState
+from sgm.model import TDM, LearnGuardError, build_model, model_config
+from sgm.model.state import CountState
 from tests.reference_tdm import DenseTDMReference, class_name
 
 VOCAB = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from model.text import Tokenizer, batch_term_counts, term_counts
+from sgm.model.text import Tokenizer, batch_term_counts, term_counts
 
 TOKENIZER = Tokenizer()
 documents = st.one_of(
@@ -49,7 +49,7 @@ ascii_heavy = st.text(alphabet=st.sampled_from(list("abcXYZ019 '.,!-_\t\n\x1c\x1
 
 @given(ascii_heavy, st.integers(1, 3), st.integers(1, 6))
 def test_ascii_fast_path_tokenizes_like_the_general_path(text, ngrams, max_len):
-    from model.text import _SEPARATORS
+    from sgm.model.text import _SEPARATORS
 
     tokenizer = Tokenizer(ngrams=ngrams, max_token_length=max_len)
     words = [w for w in text.lower().translate(_SEPARATORS).split() if len(w) <= max_len]
@@ -66,8 +66,8 @@ def test_ascii_fast_path_tokenizes_like_the_general_path(text, ngrams, max_len):
 def test_compiled_lexicon_matches_counting_then_lookup(texts, ngrams, max_len, lowercase, data):
     """TermLexicon (compiled for ASCII text, Python otherwise) equals Counter(tokens) restricted to the
     vocabulary, also after terms are removed and ids reused."""
-    from model.lexicon import TermLexicon
-    from model.state import Interner
+    from sgm.model.lexicon import TermLexicon
+    from sgm.model.state import Interner
 
     tokenizer = Tokenizer(ngrams=ngrams, max_token_length=max_len, lowercase=lowercase)
     longer = Tokenizer(ngrams=ngrams, lowercase=lowercase)  # its words may be too long for `tokenizer`
@@ -93,8 +93,8 @@ def test_compiled_lexicon_matches_counting_then_lookup(texts, ngrams, max_len, l
 
 def test_compiled_lexicon_grows_with_the_vocabulary():
     """Built on a tiny vocabulary, then thousands of terms arrive (and go) between lookups."""
-    from model.lexicon import TermLexicon
-    from model.state import Interner
+    from sgm.model.lexicon import TermLexicon
+    from sgm.model.state import Interner
 
     vocabulary = Interner()
     vocabulary.add("w0")
@@ -114,8 +114,8 @@ def test_compiled_lexicon_grows_with_the_vocabulary():
 
 def test_compiled_lexicon_confirms_hash_matches_by_bytes():
     """A 64-bit hash collision must not make another term match: forced here by rewriting the table."""
-    from model.lexicon import TermLexicon, _hash_bytes
-    from model.state import Interner
+    from sgm.model.lexicon import TermLexicon, _hash_bytes
+    from sgm.model.state import Interner
 
     vocabulary = Interner()
     vocabulary.add("a_b")
@@ -133,7 +133,7 @@ def test_compiled_lexicon_confirms_hash_matches_by_bytes():
 @settings(deadline=None)  # the first call compiles the kernels
 @given(st.lists(ascii_heavy, min_size=1, max_size=4))
 def test_scoring_text_equals_scoring_its_counts(texts):
-    from model import MNB
+    from sgm.model import MNB
 
     model = MNB("uc_pd_jm_dp", beta=0.3, mu=5.0, delta=0.5)
     model.learn_many(["a b abc x", "019 b b é", "x x a’b “quoted” word"], ["p", "q", "r"])
@@ -144,8 +144,8 @@ def test_scoring_text_equals_scoring_its_counts(texts):
 
 def test_compiled_lexicon_rebuilds_after_a_long_unread_change_log():
     """A follower that does not look for a long time: the interner drops its log, the lexicon rebuilds."""
-    from model.lexicon import TermLexicon
-    from model.state import Interner
+    from sgm.model.lexicon import TermLexicon
+    from sgm.model.state import Interner
 
     vocabulary = Interner()
     vocabulary.add("keep")
@@ -161,7 +161,7 @@ def test_compiled_lexicon_rebuilds_after_a_long_unread_change_log():
 
 def test_scoring_caches_are_counted():
     """The compiled vocabulary and posting weights show in cache_bytes (the service's model size metric)."""
-    from model import MNB
+    from sgm.model import MNB
 
     model = MNB("u_jm", beta=0.5)
     model.learn_many([f"w{i} w{i + 1} shared" for i in range(500)], ["a", "b"] * 250)

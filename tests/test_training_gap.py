@@ -17,10 +17,10 @@ import logging
 import uuid
 from typing import Iterator
 
-from consumers.config import ServiceConfig
-from consumers.service import Service
-from stream.records import TrainRecord, encode_train
-from stream.transport import KafkaConfig, KafkaTransportError, TopicPartition, open_client
+from sgm.consumers.config import ServiceConfig
+from sgm.consumers.service import Service
+from sgm.stream.records import TrainRecord, encode_train
+from sgm.stream.transport import KafkaConfig, KafkaTransportError, TopicPartition, open_client
 
 
 def config(name: str, state_dir: str) -> ServiceConfig:

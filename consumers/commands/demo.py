@@ -39,10 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stream.broker import EmbeddedBroker
-    from stream.records import parse_dead_letter, parse_output
-    from stream.synthetic import SyntheticConfig, SyntheticStream
-    from stream.transport import KafkaConfig, TopicPartition, open_client
+    from sgm.stream.broker import EmbeddedBroker
+    from sgm.stream.records import parse_dead_letter, parse_output
+    from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
+    from sgm.stream.transport import KafkaConfig, TopicPartition, open_client
 
     from ..config import ServiceConfig, parse_param
     from ..logs import setup_logging

@@ -56,8 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stream.synthetic import SyntheticConfig, SyntheticStream
-    from stream.transport import KafkaTransportError, open_client
+    from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
+    from sgm.stream.transport import KafkaTransportError, open_client
 
     cfg = service_config.from_args(args)
     setup_logging(cfg.log_format, cfg.log_level)

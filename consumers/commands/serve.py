@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 
-from model.snapshot import SnapshotError
+from sgm.model.snapshot import SnapshotError
 
 from .. import config as service_config
 from ..logs import setup_logging
