@@ -66,7 +66,7 @@ from sgm.consumers.chaos import _die_with_parent  # noqa: E402  (the service die
 from sgm.consumers.logs import metrics_port_in_log  # noqa: E402
 from sgm.stream.broker import EmbeddedBroker  # noqa: E402
 from sgm.stream.synthetic import SyntheticConfig, SyntheticStream  # noqa: E402
-from sgm.stream.transport import KafkaConfig, open_client  # noqa: E402
+from sgm.stream.kafka import KafkaConfig, open_client  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GAUGES = ("sgm_training_offset", "sgm_model_documents", "sgm_model_labels", "sgm_model_terms", "sgm_model_postings",

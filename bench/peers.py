@@ -53,7 +53,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from sgm.consumers.evaluation import (EvalSetup, Outcomes, has_standard_split, is_multilabel, labelled, load_examples,
+from sgm.consumers.evaluation.harness import (EvalSetup, Outcomes, has_standard_split, is_multilabel, labelled, load_examples,
                                   measures, objective_value, positive_label, random_partition, stream_order,
                                   train_test)
 from sgm.model.text import Tokenizer

@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sgm.model.metrics import relative_error_reduction
+from sgm.consumers.evaluation.measures import relative_error_reduction
 
 REPO = Path(__file__).resolve().parents[1]
 

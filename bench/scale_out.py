@@ -48,7 +48,7 @@ from sgm.consumers.logs import metrics_port_in_log  # noqa: E402
 from sgm.stream.broker import EmbeddedBroker  # noqa: E402
 from sgm.stream.records import parse_output  # noqa: E402
 from sgm.stream.synthetic import SyntheticConfig, SyntheticStream  # noqa: E402
-from sgm.stream.transport import KafkaConfig, TopicPartition, open_client  # noqa: E402
+from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TICKS = os.sysconf("SC_CLK_TCK")

@@ -48,7 +48,7 @@ from sgm.consumers.config import ServiceConfig
 from sgm.stream.broker import EmbeddedBroker
 from sgm.stream.records import ScoreRecord, encode_score
 from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
-from sgm.stream.transport import KafkaConfig, TopicPartition, open_client
+from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client
 
 PARTITIONS = 4
 MAX_POLL_RECORDS = 2000  # the service's batch in this benchmark; the relay ceiling polls the same

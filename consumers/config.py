@@ -120,7 +120,7 @@ class ServiceConfig:
         return out
 
     def kafka(self):
-        from sgm.stream.transport import KafkaConfig
+        from sgm.stream.kafka import KafkaConfig
 
         return KafkaConfig(
             bootstrap_servers=self.bootstrap_servers,

@@ -58,7 +58,7 @@ def record_context(record, doc_id: str | None = None) -> dict:
     the Kafka key, which producers set to the id (docs/SCHEMAS.md). None when
     none of these exists.
 
-    >>> from stream.transport import Record
+    >>> from sgm.stream.kafka import Record
     >>> record_context(Record("sgm-train", 0, 41, b"k-7", b'{"id": "m1", "labels": [""]}'))
     {'id': 'm1', 'topic': 'sgm-train', 'partition': 0, 'offset': 41}
     >>> record_context(Record("sgm-score", 2, 5, b"k-7", b"\\xff not json"))["id"]
@@ -76,7 +76,7 @@ def record_context(record, doc_id: str | None = None) -> dict:
 def undelivered_ids(error, limit: int = 20) -> list[str]:
     """Keys (record ids, docs/SCHEMAS.md) of the records a ``DeliveryError`` reports, at most ``limit``.
 
-    >>> from stream.transport import DeliveryError, DeliveryFailure
+    >>> from sgm.stream.kafka import DeliveryError, DeliveryFailure
     >>> undelivered_ids(DeliveryError([DeliveryFailure("sgm-output", 1, b"q7", b"{}", "timed out")]))
     ['q7']
     """
@@ -101,7 +101,7 @@ def setup_logging(fmt: str = "json", level: str = "INFO", stream=None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("kafka", "sgm.stream.transport.librdkafka"):
+    for noisy in ("kafka", "sgm.stream.kafka.librdkafka"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 

@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 
 from sgm.model import GenerativeTextModel, LearnGuardError, build_model, model_config
-from sgm.model.base import top_k_indices
-from sgm.model.snapshot import SnapshotError, loads as load_snapshot
+from sgm.model.persistence import SnapshotError, loads as load_snapshot
 from sgm.stream.records import (
     DEFAULT_LIMITS,
     ApplyReason,
@@ -45,12 +44,12 @@ from sgm.stream.records import (
     parse_score,
     parse_train,
 )
-from sgm.stream.snapshots import SnapshotStore
-from sgm.stream.transport import Client, CommitFailedError, DeliveryError, KafkaTransportError, Record, TopicPartition, open_client
+from sgm.stream.snapshot_store import SnapshotStore
+from sgm.stream.kafka import Client, CommitFailedError, DeliveryError, KafkaTransportError, Record, TopicPartition, open_client
 
 from .config import ServiceConfig
 from .logs import record_context, undelivered_ids
-from .metrics import ServiceMetrics, observe_values
+from .prometheus import ServiceMetrics, observe_values
 
 log = logging.getLogger("sgm.service")
 
@@ -419,7 +418,7 @@ class Service:
                 doc = parsed.text if parsed.text is not None else parsed.terms
                 if parsed.op is Op.LEARN:
                     try:
-                        model._class_keys(parsed.labels)  # refuse before batching: a batch must not fail midway
+                        model.check_labels(parsed.labels)  # refuse before batching: a batch must not fail midway
                     except ValueError as exc:
                         reject(record, ApplyReason.MODEL_REJECTED, str(exc), parsed.id)
                     else:
@@ -598,29 +597,8 @@ class Service:
         metrics.batch_seconds.labels("ack_commit").observe(done - produced_at)
 
     def _rank(self, docs: list) -> tuple[list[list[str]], np.ndarray, list[list[str]]]:
-        """Per document: the top-k label names, their posteriors (one array row each) and the output labels.
-
-        Empty top-k lists before any training.
-        """
-        model, cfg = self.model, self.config
-        if len(model) == 0:
-            return [[] for _ in docs], np.empty((len(docs), 0)), [[] for _ in docs]
-        classes, log_post = model.predict_log_proba_many(docs)
-        top = top_k_indices(log_post, cfg.top_k)
-        probs = np.exp(np.take_along_axis(log_post, top, axis=1))
-        names = [("+".join(c) if isinstance(c, tuple) else c) for c in classes]
-        name_array = np.empty(len(names), dtype=object)
-        name_array[:] = names
-        top_names = name_array[top].tolist()  # one gather for the batch, not a Python loop per document
-        threshold = cfg.label_threshold
-        if model.multilabel == "powerset":
-            labels = [list(classes[row[0]]) for row in top.tolist()]
-        elif threshold is not None:
-            above = log_post >= np.log(threshold)
-            labels = [[names[i] for i in np.flatnonzero(row).tolist()] for row in above]
-        else:
-            labels = [row[:1] for row in top_names]
-        return top_names, probs, labels
+        """Per document: the top-k label names, their posteriors (one array row each) and the output labels."""
+        return tuple(self.model.rank_many(docs, self.config.top_k, self.config.label_threshold))
 
     def _remember(self, doc_id: str, label: str) -> None:
         recent = self._recent
@@ -706,7 +684,7 @@ class Service:
     def refresh_gauges(self) -> None:
         metrics, model = self.metrics, self.model
         self._last_gauges = time.time()
-        metrics.refresh_model(model.stats(), approximate_bytes(model))
+        metrics.refresh_model(model.stats(), model.memory_bytes())
         metrics.refresh_snapshot(self._since_snapshot)
         # Every assigned training partition, also before its first record (a stuck trainer shows lag from zero).
         train_tps = sorted(self.train_consumer.assignment())
@@ -808,20 +786,3 @@ def _close_quietly(closable) -> None:
         closable.close()
     except Exception as exc:  # noqa: BLE001 - replacing a broken client
         log.warning("error closing a client being replaced", extra={"error": str(exc)})
-
-
-def approximate_bytes(model: GenerativeTextModel) -> int:
-    """Bytes of the model's arrays plus an estimate for its dictionaries and document records."""
-    state = model.state
-    arrays = 0
-    for value in vars(state).values():
-        if isinstance(value, np.ndarray):
-            arrays += value.nbytes
-        elif hasattr(value, "hi") and isinstance(value.hi, np.ndarray):  # compensated sums
-            arrays += value.hi.nbytes + value.lo.nbytes
-    arrays += state.arena.slot.nbytes + state.arena.cls.nbytes + state.arena.start.nbytes * 3
-    per_entry_dict = 100  # a Python int key and value in a dict
-    per_doc = 250  # record object, id string, array headers
-    doc_arrays = 24 * int(state.term_refs.sum())  # term id, weight and raw count per (document, term)
-    arrays += model.cache_bytes()  # posting weights and the compiled vocabulary, rebuilt from the counts
-    return int(arrays + per_entry_dict * state.n_entries + per_doc * state.n_docs + doc_arrays)

@@ -1,6 +1,6 @@
 """The math: sparse generative text models. Pure, deterministic; no I/O, no Kafka.
 
->>> from model import MNB
+>>> from sgm.model import MNB
 >>> m = MNB("u_jm", beta=0.5)
 >>> m.learn_one("good news", "pos"); m.learn_one("bad news", "neg")
 True

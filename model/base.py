@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 from itertools import repeat
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -53,6 +53,24 @@ class PreparedBatch:
         self.weights = weights
         self.owner = owner
         self.n_docs = n_docs
+
+
+class Ranking(NamedTuple):
+    """A scored batch: per document the top-k class names, their posteriors (one row each), the output labels."""
+
+    names: list[list[str]]
+    probabilities: np.ndarray
+    labels: list[list[str]]
+
+
+class LearnedDocument(NamedTuple):
+    """A live document as the model holds it: ``terms`` are ``(term, raw count)`` pairs, sorted;
+    ``seq`` orders documents by when they were learned."""
+
+    labels: list[str]
+    ts: float
+    terms: list[tuple[str, float]]
+    seq: int
 
 
 class GenerativeTextModel:
@@ -111,6 +129,17 @@ class GenerativeTextModel:
         return f"{type(self).__name__}({self.spec.name!r}{', ' if extras else ''}{extras})"
 
     # ------------------------------------------------------------ labels
+    def check_labels(self, labels: Labels) -> tuple[str, ...]:
+        """The class keys ``labels`` are learned under; ``ValueError`` if they are not valid labels.
+
+        Lets a caller refuse a training record before it joins a batch.
+
+        >>> from sgm.model import MNB
+        >>> MNB("u_jm").check_labels(["spam", "spam", "phish"])
+        ('spam', 'phish')
+        """
+        return self._class_keys(labels)
+
     def _class_keys(self, labels: Labels) -> tuple[str, ...]:
         if type(labels) is str and labels and POWERSET_SEPARATOR not in labels:  # one label: nothing to merge
             return (labels,)
@@ -306,6 +335,36 @@ class GenerativeTextModel:
         """Number of live documents."""
         return self.state.n_docs
 
+    def document(self, id: str) -> "LearnedDocument | None":
+        """What the live document ``id`` contributed (labels, event time, raw term counts), or ``None``."""
+        record = self.state.docs.get(str(id))
+        if record is None:
+            return None
+        state = self.state
+        class_names, term_names = state.classes.names, state.terms.names
+        terms = sorted(zip((term_names[t] for t in record.terms.tolist()), record.raw.tolist()))
+        return LearnedDocument(sorted(class_names[c] for c in record.classes), record.ts, terms, record.seq)
+
+    def document_ids(self) -> set[str]:
+        """Ids of the live documents."""
+        return set(self.state.docs)
+
+    def memory_bytes(self) -> int:
+        """Approximate bytes the model holds: its arrays, caches, dictionaries and document records."""
+        state = self.state
+        arrays = 0
+        for value in vars(state).values():
+            if isinstance(value, np.ndarray):
+                arrays += value.nbytes
+            elif hasattr(value, "hi") and isinstance(value.hi, np.ndarray):  # compensated sums
+                arrays += value.hi.nbytes + value.lo.nbytes
+        arrays += state.arena.slot.nbytes + state.arena.cls.nbytes + state.arena.start.nbytes * 3
+        per_entry_dict = 100  # a Python int key and value in a dict
+        per_doc = 250  # record object, id string, array headers
+        doc_arrays = 24 * int(state.term_refs.sum())  # term id, weight and raw count per (document, term)
+        arrays += self.cache_bytes()  # posting weights and the compiled vocabulary, rebuilt from the counts
+        return int(arrays + per_entry_dict * state.n_entries + per_doc * state.n_docs + doc_arrays)
+
     def cache_bytes(self) -> int:
         """Bytes of the arrays kept only to score fast (derived from the counts, not in snapshots)."""
         caches = [self._lexicon, getattr(self, "postings", None)]
@@ -418,6 +477,31 @@ class GenerativeTextModel:
         """The arg-max class (ties: the lower class id)."""
         return self.predict_many([doc])[0]
 
+    def rank_many(self, docs: Sequence[Document], k: int, threshold: float | None = None) -> "Ranking":
+        """Top-``k`` class names with their posteriors and the output labels of a batch, in one pass.
+
+        Output labels: in powerset mode the arg-max label set; in per-label mode
+        the labels with posterior at least ``threshold``, else the top label.
+        Before any training every list is empty.
+        """
+        if len(self) == 0:
+            return Ranking([[] for _ in docs], np.empty((len(docs), 0)), [[] for _ in docs])
+        classes, log_post = self.predict_log_proba_many(docs)
+        top = top_k_indices(log_post, k)
+        probs = np.exp(np.take_along_axis(log_post, top, axis=1))
+        names = [("+".join(c) if isinstance(c, tuple) else c) for c in classes]
+        name_array = np.empty(len(names), dtype=object)
+        name_array[:] = names
+        top_names = name_array[top].tolist()  # one gather for the batch, not a Python loop per document
+        if self.multilabel == "powerset":
+            labels = [list(classes[row[0]]) for row in top.tolist()]
+        elif threshold is not None:
+            above = log_post >= np.log(threshold)
+            labels = [[names[i] for i in np.flatnonzero(row).tolist()] for row in above]
+        else:
+            labels = [row[:1] for row in top_names]
+        return Ranking(top_names, probs, labels)
+
     def predict_labels_many(self, docs: Iterable[Document], k: int | None = None,
                             threshold: float | None = None) -> list[list[str]]:
         """Output label lists: in powerset mode the arg-max label set; in per-label
@@ -445,26 +529,26 @@ class GenerativeTextModel:
     # ------------------------------------------------------------ snapshots
     def to_bytes(self, extra: dict[str, Any] | None = None) -> bytes:
         """A versioned, pickle-free snapshot of the whole model (see :mod:`model.snapshot`)."""
-        from .snapshot import dumps
+        from .persistence import dumps
 
         return dumps(self, extra)
 
     def write_snapshot(self, handle, extra: dict[str, Any] | None = None) -> None:
         """Write :meth:`to_bytes`'s snapshot to a seekable binary file object, without a copy in memory."""
-        from .snapshot import dump
+        from .persistence import dump
 
         dump(self, handle, extra)
 
     @staticmethod
     def from_bytes(data: bytes, **limits: Any) -> "GenerativeTextModel":
         """Rebuild a model from :meth:`to_bytes`; it scores identically and keeps learning."""
-        from .snapshot import loads
+        from .persistence import loads
 
         return loads(data, **limits)[0]
 
     def checksum(self) -> str:
         """SHA-256 of the model's content, independent of internal layout."""
-        from .snapshot import state_checksum
+        from .persistence import state_checksum
 
         return state_checksum(self)
 
@@ -495,6 +579,7 @@ class GenerativeTextModel:
             "pruned_documents": state.pruned_documents,
             "pruned_entries": state.pruned_entries,
             "expired_documents": state.expired_documents,
+            "learned_total": state.seq,  # documents learned since the model began (a learn sequence number)
         }
 
 

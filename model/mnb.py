@@ -21,7 +21,7 @@ from sortedcontainers import SortedList
 
 from . import smoothing
 from .base import GenerativeTextModel, PreparedBatch
-from .index import PostingCache
+from .postings import PostingCache
 from .kernels import (accumulate_postings, dense_log_posterior, power_discount_totals, sparse_accumulate,
                       sparse_topk_finish)
 from .state import CompensatedSum, grow

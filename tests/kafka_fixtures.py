@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pytest
 
 from sgm.stream.broker import EmbeddedBroker
-from sgm.stream.transport import KafkaConfig
+from sgm.stream.kafka import KafkaConfig
 
 
 @dataclass(frozen=True)

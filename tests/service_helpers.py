@@ -10,7 +10,7 @@ from sgm.consumers.config import ServiceConfig
 from sgm.consumers.service import Service
 from sgm.model import LearnGuardError, build_model
 from sgm.stream.records import Op, parse_dead_letter, parse_output, parse_train
-from sgm.stream.transport import Client, TopicPartition
+from sgm.stream.kafka import Client, TopicPartition
 
 
 @dataclass

@@ -30,9 +30,9 @@ from sgm.consumers.config import ServiceConfig
 from sgm.consumers.service import Service
 from sgm.model import build_model
 from sgm.stream.records import parse_dead_letter, parse_output
-from sgm.stream.snapshots import SnapshotStore
+from sgm.stream.snapshot_store import SnapshotStore
 from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
-from sgm.stream.transport import (
+from sgm.stream.kafka import (
     Client,
     Consumer,
     DeliveryError,
@@ -225,7 +225,7 @@ def test_service_survives_injected_kafka_errors_without_losing_or_doubling_anyth
     assert sum(counted.values()) >= sum(plan.injected[k] for k in ("poll", "commit", "flush")) * 0.5
     # the snapshot written at shutdown holds the same model
     path, data = SnapshotStore(cfg.state_dir).latest()
-    from sgm.model.snapshot import read_meta
+    from sgm.model.persistence import read_meta
 
     assert read_meta(data)["state_checksum"] == service.model.checksum()
 
@@ -261,7 +261,7 @@ def test_an_exception_inside_a_training_batch_leaves_no_half_applied_snapshot(tm
         service.run(stop)
     # close() ran, but did not snapshot the half-applied batch: a restart replays it from the last good state
     _, data = SnapshotStore(cfg.state_dir).latest()
-    from sgm.model.snapshot import read_meta
+    from sgm.model.persistence import read_meta
 
     meta = read_meta(data)
     assert meta["state_checksum"] == good and meta["extra"]["train_offsets"] == {"0": 100}

@@ -35,7 +35,7 @@ import prometheus_client
 from sgm.consumers import config as service_config
 from sgm.consumers.cli import build_parser
 from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
-from sgm.stream.transport import KafkaConfig, TopicPartition, open_client
+from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client
 from tests.service_helpers import start_service
 from tests.test_metrics_endpoint import feed_test_then_train, make_config, scrape, stream_events, wait_until
 from tests.test_prometheus import ensure_prometheus

@@ -185,7 +185,7 @@ def test_eval_and_tune_on_r8(data_dir, tmp_path):
 # ---------------------------------------------------------------- peers
 def test_peers_on_the_same_split_and_stream(three_class_split, spam_stream):
     from bench import peers
-    from sgm.consumers.evaluation import EvalSetup, load_examples
+    from sgm.consumers.evaluation.harness import EvalSetup, load_examples
 
     docs = load_examples(three_class_split)
     rows = peers.run_split(docs, EvalSetup(), ["sklearn_mnb", "linear_svc", "river_mnb"])

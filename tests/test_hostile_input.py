@@ -53,7 +53,7 @@ from sgm.stream.records import (
     parse_score,
     parse_train,
 )
-from sgm.stream.transport import KafkaConfig, Record, TopicPartition, open_client
+from sgm.stream.kafka import KafkaConfig, Record, TopicPartition, open_client
 
 LIMITS = DEFAULT_LIMITS
 ID_POOL = [f"doc-{i}" for i in range(8)]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sgm.model import metrics
+from sgm.consumers.evaluation import measures as metrics
 
 
 # ---------------------------------------------------------------- accuracy

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 from prometheus_client import CollectorRegistry, Histogram
 
-from sgm.consumers.metrics import LATENCY_BUCKETS, observe_values
+from sgm.consumers.prometheus import LATENCY_BUCKETS, observe_values
 
 
 def _samples(histogram: Histogram) -> dict:

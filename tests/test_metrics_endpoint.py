@@ -26,11 +26,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sgm.consumers.config import ServiceConfig
-from sgm.consumers.metrics import ACCURACY_WINDOW, ServiceMetrics
+from sgm.consumers.prometheus import ACCURACY_WINDOW, ServiceMetrics
 from sgm.model import LearnGuardError, build_model
 from sgm.stream.records import Op, Reason, parse_train
 from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
-from sgm.stream.transport import KafkaConfig, TopicPartition, open_client
+from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client
 from tests.service_helpers import outputs_by_id, read_topic, start_service
 
 #: Families the issue names, and the rest of the documented set (docs/OBSERVABILITY.md).
@@ -389,7 +389,7 @@ def test_stale_postings_counter_survives_a_model_restart():
 
 
 def test_prediction_labels_are_bounded(monkeypatch):
-    monkeypatch.setattr("sgm.consumers.metrics.MAX_LABEL_SERIES", 3)
+    monkeypatch.setattr("sgm.consumers.prometheus.MAX_LABEL_SERIES", 3)
     metrics = ServiceMetrics("classifier")
     for label in ("a", "b", "c", "d", "e", "a"):
         metrics.record_prediction(label)
@@ -445,7 +445,7 @@ def test_restart_reports_the_restored_snapshot_age_and_offsets(tmp_path):
 def test_endpoint_answers_while_the_broker_is_unreachable_at_start(tmp_path):
     """A process retrying Kafka at start is scraped (sgm_up 0, start errors counted), then comes up."""
     from sgm.consumers.service import Service
-    from sgm.stream.transport import KafkaTransportError, MemoryClient
+    from sgm.stream.kafka import KafkaTransportError, MemoryClient
 
     reachable = threading.Event()
 
@@ -479,7 +479,7 @@ def test_endpoint_answers_while_the_broker_is_unreachable_at_start(tmp_path):
 def test_observe_many_equals_repeated_observe():
     from prometheus_client import CollectorRegistry, Histogram
 
-    from sgm.consumers.metrics import SCORE_BUCKETS, observe_many
+    from sgm.consumers.prometheus import SCORE_BUCKETS, observe_many
 
     fast, slow = CollectorRegistry(), CollectorRegistry()
     fast_h = Histogram("h_seconds", "h", buckets=SCORE_BUCKETS, registry=fast)
@@ -497,7 +497,7 @@ def test_observe_many_equals_repeated_observe():
 
 def test_failed_delivery_is_logged_with_ids_and_not_counted_twice(tmp_path, caplog):
     """A batch whose outputs are not acknowledged is rescored: its error names the ids, counts stay exact."""
-    from sgm.stream.transport import DeliveryError, DeliveryFailure
+    from sgm.stream.kafka import DeliveryError, DeliveryFailure
 
     name = f"metrics-delivery-{time.monotonic_ns()}"
     config = make_config(name, tmp_path, client="memory", bootstrap_servers=f"memory://{name}")

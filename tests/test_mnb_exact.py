@@ -180,7 +180,7 @@ def test_sequential_batches_equal_one_by_one(config, items, cuts):
 
 
 def test_corrupt_or_foreign_snapshots_are_rejected():
-    from sgm.model.snapshot import SnapshotError
+    from sgm.model.persistence import SnapshotError
 
     model = MNB("u_jm", beta=0.5)
     model.learn_one("a b c", "x", id="1")

@@ -1,6 +1,7 @@
 """The distribution installs one import name, ``sgm``, and every sub-package of the source tree."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -25,8 +26,14 @@ def test_every_source_package_is_listed_under_sgm():
 
 def test_built_wheel_has_one_top_level_name(tmp_path):
     """What ``pip install .`` puts into site-packages: ``sgm/`` and the metadata, nothing else."""
+    source = tmp_path / "source"  # a copy: building in the checkout would leave build/ behind
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in PYPROJECT["tool"]["setuptools"]["package-dir"].values():
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                            "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=300)
+                            "-w", str(tmp_path), str(source)], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = tmp_path.glob("sgm_stream-*.whl")
     with zipfile.ZipFile(wheel) as archive:

@@ -35,7 +35,7 @@ import pytest
 import yaml
 
 from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
-from sgm.stream.transport import KafkaConfig, open_client
+from sgm.stream.kafka import KafkaConfig, open_client
 from tests.service_helpers import start_service
 from tests.test_metrics_endpoint import make_config, scrape, wait_until
 

@@ -41,13 +41,13 @@ import numpy as np
 import pytest
 
 from sgm.consumers.config import ServiceConfig
-from sgm.consumers.metrics import ServiceMetrics
+from sgm.consumers.prometheus import ServiceMetrics
 from sgm.model import build_model
-from sgm.model.snapshot import SnapshotError, loads
+from sgm.model.persistence import SnapshotError, loads
 from sgm.stream.broker import free_port, kafka_metadata_ready
-from sgm.stream.snapshots import SnapshotStore
+from sgm.stream.snapshot_store import SnapshotStore
 from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
-from sgm.stream.transport import KafkaConfig, KafkaTransportError, TopicPartition, confluent_config, kafka_python_config, open_client
+from sgm.stream.kafka import KafkaConfig, KafkaTransportError, TopicPartition, confluent_config, kafka_python_config, open_client
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_CONFIG = {"model": "uc_pd_jm_dp", "params": {"beta": 0.3, "mu": 20.0, "delta": 0.5, "ups": 0.2}}
@@ -104,7 +104,7 @@ def test_snapshot_round_trip_is_the_baseline():
 
 def test_a_snapshot_streamed_to_a_file_is_the_same_bytes(tmp_path):
     """The service writes snapshots straight to the file (no copy in memory): same bytes as to_bytes."""
-    from sgm.stream.snapshots import SnapshotStore
+    from sgm.stream.snapshot_store import SnapshotStore
 
     model = small_model()
     store = SnapshotStore(tmp_path)

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from sgm.model.search import Dimension, dimensions_for, gaussian_random_search
+from sgm.consumers.evaluation.search import Dimension, dimensions_for, gaussian_random_search
 from sgm.model.spec import PARAMS, SpecError
 
 DIMS = [Dimension("a", -2.0, 3.0), Dimension("b", 0.0, 1.0), Dimension("mu", 0.01, 1e4, log_scale=True)]

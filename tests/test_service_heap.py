@@ -12,7 +12,7 @@ import gc
 from sgm.consumers.config import ServiceConfig
 from sgm.consumers.service import Service
 from sgm.stream.records import TrainRecord, encode_train
-from sgm.stream.transport import KafkaConfig, Record, open_client
+from sgm.stream.kafka import KafkaConfig, Record, open_client
 
 
 def test_the_heap_is_frozen_at_start_and_after_each_snapshot(tmp_path):

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 from sgm.consumers.config import ServiceConfig
-from sgm.model.snapshot import read_meta
+from sgm.model.persistence import read_meta
 from sgm.stream.records import parse_train
-from sgm.stream.snapshots import SnapshotStore
+from sgm.stream.snapshot_store import SnapshotStore
 from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
-from sgm.stream.transport import open_client
+from sgm.stream.kafka import open_client
 from tests.service_helpers import (
     dead_letters,
     expected_reasons,

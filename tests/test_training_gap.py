@@ -20,7 +20,7 @@ from typing import Iterator
 from sgm.consumers.config import ServiceConfig
 from sgm.consumers.service import Service
 from sgm.stream.records import TrainRecord, encode_train
-from sgm.stream.transport import KafkaConfig, KafkaTransportError, TopicPartition, open_client
+from sgm.stream.kafka import KafkaConfig, KafkaTransportError, TopicPartition, open_client
 
 
 def config(name: str, state_dir: str) -> ServiceConfig:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from sgm.stream.broker import EmbeddedBroker, free_port, kafka_metadata_ready
-from sgm.stream.transport import (
+from sgm.stream.kafka import (
     Client,
     CommitFailedError,
     Consumer,
@@ -511,7 +511,7 @@ def test_config_validation_and_environment() -> None:
 
 def test_kafka_python_drops_extras_of_other_roles_and_unknown_kind() -> None:
     client = open_client("kafka-python", KafkaConfig(bootstrap_servers="127.0.0.1:1", extra={"max_poll_records": 7}))
-    from sgm.stream.transport import KAFKA_PYTHON_PRODUCER_DEFAULTS, _kafka_python_role_config
+    from sgm.stream.kafka import KAFKA_PYTHON_PRODUCER_DEFAULTS, _kafka_python_role_config
     from kafka import KafkaConsumer, KafkaProducer
 
     assert _kafka_python_role_config(KafkaProducer.DEFAULT_CONFIG, client.config.extra) == {}

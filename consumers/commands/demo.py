@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from sgm.stream.broker import EmbeddedBroker
     from sgm.stream.records import parse_dead_letter, parse_output
     from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
-    from sgm.stream.transport import KafkaConfig, TopicPartition, open_client
+    from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client
 
     from ..config import ServiceConfig, parse_param
     from ..logs import setup_logging

@@ -94,7 +94,7 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def setup_from_args(args: argparse.Namespace, docs) -> "EvalSetup":
-    from sgm.consumers.evaluation import DEFAULT_THRESHOLD, EvalSetup, has_standard_split
+    from sgm.consumers.evaluation.harness import DEFAULT_THRESHOLD, EvalSetup, has_standard_split
 
     mode = args.mode or ("split" if has_standard_split(docs) else "prequential")
     return EvalSetup(mode=mode, delay=args.delay, shuffle_seed=args.shuffle, test_fraction=args.test_fraction,
@@ -129,7 +129,7 @@ def format_summary(report: dict[str, Any], label: str = "") -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sgm.consumers.evaluation import evaluate, load_examples, plot_report
+    from sgm.consumers.evaluation.harness import evaluate, load_examples, plot_report
 
     try:
         config = config_from_args(args)
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     outcomes = report.pop("_outcomes", None)
     report["data"] = str(args.data)
     if args.plot:
-        from sgm.consumers.evaluation import resolve_data
+        from sgm.consumers.evaluation.harness import resolve_data
 
         plot_report(report, outcomes, args.plot, title=resolve_data(args.data).name.split(".")[0])
     text = json.dumps(report, indent=2, sort_keys=True)

@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
-    from sgm.stream.transport import KafkaTransportError, open_client
+    from sgm.stream.kafka import KafkaTransportError, open_client
 
     cfg = service_config.from_args(args)
     setup_logging(cfg.log_format, cfg.log_level)

@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 
-from sgm.model.snapshot import SnapshotError
+from sgm.model.persistence import SnapshotError
 
 from .. import config as service_config
 from ..logs import setup_logging

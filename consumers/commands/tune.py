@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sgm.model import build_model, model_config
-from sgm.model.search import dimensions_for, gaussian_random_search
+from sgm.consumers.evaluation.search import dimensions_for, gaussian_random_search
 from sgm.model.spec import PARAMS, SpecError, parse_spec
 
 from .eval import MEASURES, add_data_arguments, config_from_args, format_summary, setup_from_args
@@ -77,7 +77,7 @@ def _ranges(items: list[str]) -> dict[str, tuple[float, float]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sgm.consumers.evaluation import development_task, evaluate, load_examples, parallel_map
+    from sgm.consumers.evaluation.harness import development_task, evaluate, load_examples, parallel_map
 
     try:
         config = config_from_args(args)

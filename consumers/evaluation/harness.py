@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from sgm.model import build_model, model_config
-from sgm.model import metrics
+from sgm.consumers.evaluation import measures as metrics
 from sgm.model.text import Tokenizer
 from sgm.stream.datasets import LabelledDoc, find_dataset, load_jsonl, split as split_by_field, time_ordered
 

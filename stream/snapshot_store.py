@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-from sgm.model.snapshot import DEFAULT_MAX_BYTES, SnapshotError
+from sgm.model.persistence import DEFAULT_MAX_BYTES, SnapshotError
 
 _NAME = re.compile(r"^snapshot-(\d{12})\.sgm$")
 

@@ -95,7 +95,7 @@ def dimensions_for(names: Iterable[str], ranges: Mapping[str, tuple[float, float
     >>> [(d.name, d.low, d.high, d.log_scale) for d in dimensions_for(["mu", "theta"])]
     [('mu', 0.1, 10000.0, True), ('theta', 0.0, 2.0, False)]
     """
-    from .spec import PARAMS, SpecError  # local: keeps this module usable without the model
+    from sgm.model.spec import PARAMS, SpecError  # local: the search itself needs no model
 
     dims = []
     for name in names:
