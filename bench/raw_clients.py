@@ -50,7 +50,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sgm.stream.broker import EmbeddedBroker  # noqa: E402
-from sgm.stream import transport  # noqa: E402
+from sgm.stream import kafka as transport  # noqa: E402
 from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client  # noqa: E402
 
 CLIENTS = ("confluent", "kafka-python")

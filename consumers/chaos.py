@@ -227,7 +227,7 @@ class Tail(threading.Thread):
     def __init__(self, client, topics: dict[str, str], partitions: dict[str, int]) -> None:
         super().__init__(name="chaos-tail", daemon=True)
         self.topics = topics
-        self.consumer = client.consumer(None, **{"confluent": {"fetch.wait.max.ms": 50}}.get(client.kind, {}))
+        self.consumer = client.consumer(None, fetch_wait_ms=50)
         self.consumer.assign([TopicPartition(t, p) for t in topics.values() for p in range(partitions[t])])
         self.lock = threading.Lock()
         self.stop = threading.Event()

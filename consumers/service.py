@@ -178,9 +178,7 @@ class Service:
         self.started.set()
 
     def _consumer_overrides(self) -> dict[str, Any]:
-        wait = self.config.fetch_wait_ms
-        return {"confluent": {"fetch.wait.max.ms": wait}, "kafka-python": {"fetch_max_wait_ms": wait}}.get(
-            self.client.kind, {})
+        return {"fetch_wait_ms": self.config.fetch_wait_ms}
 
     def _wait_for_partitions(self, consumer, topic: str, timeout: float = 30.0) -> list[int]:
         deadline = time.monotonic() + timeout
