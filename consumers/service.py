@@ -40,6 +40,7 @@ from sgm.stream.records import (
     Op,
     encode_dead_letter,
     encode_outputs,
+    model_version,
     parse_dead_letter,
     parse_score,
     parse_train,
@@ -550,8 +551,9 @@ class Service:
         ids = [parsed.id for _, parsed in valid]
         latencies = [max(now - record.timestamp_ms / 1000.0, 0.0) * 1000.0 if record.timestamp_ms else 0.0
                      for record, _ in valid]
-        values = encode_outputs(ids, top_labels, top_p, labels, model=self.model_info(), scored_at=now,
-                                latency_ms=latencies, ts=[parsed.ts for _, parsed in valid])
+        values = encode_outputs(ids, top_labels, top_p, labels,
+                                model={**self.model_info(), "version": model_version(self.train_offsets)},
+                                scored_at=now, latency_ms=latencies, ts=[parsed.ts for _, parsed in valid])
         output_topic = cfg.output_topic
         for doc_id, value in zip(ids, values):
             send(output_topic, value, key=doc_id.encode("utf-8"))
