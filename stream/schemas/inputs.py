@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .json_values import dumps_strict, json_type_name, load_object
+from .json_values import dumps_strict, json_type_name, load_object, require_field
 from .limits import DEFAULT_LIMITS, Limits
 from .reasons import InvalidRecord, Reason
 from .timestamps import parse_timestamp
@@ -96,11 +96,7 @@ class ScoreRecord:
 
 
 def _check_id(obj: dict[str, Any], limits: Limits) -> str:
-    doc_id = obj.get("id")
-    if doc_id is None:
-        raise InvalidRecord(Reason.MISSING_FIELD, "id is required")
-    if not isinstance(doc_id, str):
-        raise InvalidRecord(Reason.WRONG_TYPE, f"id must be a string, got {json_type_name(doc_id)}")
+    doc_id = require_field(obj, "id", str, "a string")  # "id is required", "id must be a string, got ..."
     if not doc_id:
         raise InvalidRecord(Reason.BAD_ID, "id is empty")
     if len(doc_id) > limits.max_id_chars:
