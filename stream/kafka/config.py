@@ -253,11 +253,17 @@ class ConfluentOptions:
     def __init__(self, config: KafkaConfig, logger: logging.Logger | None = None,
                  on_error: Callable[[Any], None] | None = None) -> None:
         self.config = config
-        self.base = confluent_config(dataclasses.replace(config, extra={}))
-        if logger is not None:
-            self.base["logger"] = logger
-        if on_error is not None:
-            self.base["error_cb"] = on_error
+        self.logger, self.on_error = logger, on_error
+
+    @property
+    def base(self) -> dict[str, Any]:
+        """Connection and security keys of the config as it is now, plus the log and error callbacks."""
+        out = confluent_config(dataclasses.replace(self.config, extra={}))
+        if self.logger is not None:
+            out["logger"] = self.logger
+        if self.on_error is not None:
+            out["error_cb"] = self.on_error
+        return out
 
     def producer(self, overrides: Mapping[str, Any] = _NONE) -> dict[str, Any]:
         return {**self.base, **CONFLUENT_PRODUCER_DEFAULTS, **self.config.extra, **overrides}
@@ -352,7 +358,11 @@ class KafkaPythonOptions:
 
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
-        self.base = kafka_python_config(dataclasses.replace(config, extra={}))
+
+    @property
+    def base(self) -> dict[str, Any]:
+        """Connection and security keywords of the config as it is now."""
+        return kafka_python_config(dataclasses.replace(self.config, extra={}))
 
     def _extra(self, known: Mapping[str, Any]) -> dict[str, Any]:
         return kafka_python_role_options(known, self.config.extra) if known else dict(self.config.extra)
