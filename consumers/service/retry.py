@@ -29,11 +29,11 @@ class KafkaErrors:
     Examples
     --------
     >>> from prometheus_client import CollectorRegistry, Counter
-    >>> counter = Counter("errors", "", ["stage"], registry=CollectorRegistry())
-    >>> errors = KafkaErrors(counter)
+    >>> registry = CollectorRegistry()
+    >>> errors = KafkaErrors(Counter("errors", "", ["stage"], registry=registry))
     >>> errors.stage = "score_poll"
     >>> errors.report(errors.stage, TimeoutError("poll timed out"), retry_in=0.1)
-    >>> counter.labels("score_poll")._value.get()
+    >>> registry.get_sample_value("errors_total", {"stage": "score_poll"})
     1.0
     """
 
