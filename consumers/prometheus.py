@@ -7,7 +7,7 @@ that every name they use is exported.
 
 The service updates counters and histograms as records flow, and calls the
 ``refresh_*``/``set_*`` methods for gauges that cost a model walk or a broker
-request (every ``GAUGE_INTERVAL`` seconds, see consumers/service.py).
+request (every ``GAUGE_INTERVAL`` seconds, see consumers/service/gauges.py).
 """
 from __future__ import annotations
 
