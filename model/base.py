@@ -22,7 +22,7 @@ from typing import Any, Iterable, NamedTuple, Sequence
 import numpy as np
 
 from . import weighting
-from .kernels import keep_seen_terms
+from .loops.scoring import keep_seen_terms
 from .lexicon import TermLexicon
 from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
 from .state import CountState

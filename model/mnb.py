@@ -22,8 +22,9 @@ from sortedcontainers import SortedList
 from . import smoothing
 from .base import GenerativeTextModel, PreparedBatch
 from .postings import PostingCache
-from .kernels import (accumulate_postings, dense_log_posterior, power_discount_totals, sparse_accumulate,
-                      sparse_topk_finish)
+from .loops.discounts import power_discount_totals
+from .loops.scoring import accumulate_postings, dense_log_posterior
+from .loops.topk import sparse_accumulate, sparse_topk_finish
 from .state import CompensatedSum, grow
 
 #: With at least this many classes, top-k of Jelinek-Mercer models skips the per-class pass (sparse top-k).

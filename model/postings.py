@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from .kernels import count_stale
+from .loops.scoring import count_stale
 from .state import TermArena, grow
 
 #: (stale term ids, their arena positions, entries per term) -> weights at those positions.

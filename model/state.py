@@ -37,8 +37,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from .decay import REBASE_AFTER_HALF_LIVES, DecayClock
-from .kernels import (DONE, NEED_ENTRIES, add_entries, compensated_add, compensated_running_sum, count_terms,
-                      remove_entries)
+from .loops.entries import DONE, NEED_ENTRIES, add_entries, count_terms, remove_entries
+from .loops.sums import compensated_add, compensated_running_sum
 from .text import check_term_types
 
 #: Weights below this (in true units) would underflow when rescaled; such documents expire.
@@ -305,7 +305,7 @@ class TermArena:
     the end), so inserts are amortized cheap and reading the entries of many
     terms is a few vectorized gathers. Abandoned regions are garbage until
     :meth:`compact` runs. Inserts and removals happen in the compiled
-    kernels of :mod:`model.kernels`.
+    loops of :mod:`model.loops.entries`.
 
     >>> arena = TermArena()
     >>> arena.reserve_terms(3)

@@ -13,7 +13,7 @@ from typing import Mapping, Union
 
 import numpy as np
 
-from .kernels import COUNTS_INVALID, COUNTS_POSITIVE, count_status
+from .loops.validation import COUNTS_INVALID, COUNTS_POSITIVE, count_status
 
 Document = Union[str, Mapping[str, float]]
 
