@@ -25,7 +25,7 @@ from .postings import PostingCache
 from .loops.discounts import power_discount_totals
 from .loops.scoring import accumulate_postings, dense_log_posterior
 from .loops.topk import sparse_accumulate, sparse_topk_finish
-from .state import CompensatedSum, grow
+from .arrays import CompensatedSum, grow
 
 #: With at least this many classes, top-k of Jelinek-Mercer models skips the per-class pass (sparse top-k).
 SPARSE_TOPK_MIN_CLASSES = 2048

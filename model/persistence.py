@@ -29,7 +29,10 @@ import numpy as np
 from .base import GenerativeTextModel
 from .decay import DecayClock
 from .factory import build_model, model_config
-from .state import CompensatedArray, CompensatedSum, CountState, DocRecord, Interner, TermArena
+from .arena import TermArena
+from .arrays import CompensatedArray, CompensatedSum
+from .interner import Interner
+from .state import CountState, DocRecord
 
 FORMAT = "sgm-model-snapshot"
 VERSION = 1

@@ -55,7 +55,8 @@ from . import smoothing
 from .base import PreparedBatch
 from .mnb import MNB
 from .spec import parse_spec
-from .state import CountState, DocRecord, grow
+from .arrays import grow
+from .state import CountState, DocRecord
 
 #: TDM's own defaults where the scale differs from MNB's: label counts are length-normalized
 #: (``mu`` counts documents, not words), kernels see one document. Chosen on the development
