@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 from numba import njit
 
-from .text import _ASCII_DELETE, _ASCII_TABLE, Tokenizer
+from .text import ASCII_DELETED, ASCII_SEPARATORS, Tokenizer
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -38,9 +38,9 @@ _EMPTY, _DELETED = -1, -2
 # sees it, or punctuation, which the tokenizer maps to a space), 2 = deleted (the apostrophe).
 _BYTE_CLASS = np.zeros(256, dtype=np.uint8)
 for _b in range(128):
-    if chr(_b).isspace() or _ASCII_TABLE[_b] == 32:
+    if chr(_b).isspace() or ASCII_SEPARATORS[_b] == 32:
         _BYTE_CLASS[_b] = 1
-for _b in _ASCII_DELETE:
+for _b in ASCII_DELETED:
     _BYTE_CLASS[_b] = 2
 
 
