@@ -369,7 +369,8 @@ class GenerativeTextModel:
         """Bytes of the arrays kept only to score fast (derived from the counts, not in snapshots)."""
         caches = [self._lexicon, getattr(self, "postings", None)]
         arrays = [value for cache in caches if cache is not None for value in vars(cache).values()]
-        arrays += getattr(self, "_power_cache", ())  # MNB with pd smoothing: each entry's c**delta
+        smoothing = getattr(self, "smoothing", None)
+        arrays += smoothing.cache_arrays() if smoothing is not None else []  # pd smoothing: each entry's c**delta
         return sum(value.nbytes for value in arrays if isinstance(value, np.ndarray))
 
     def _term_lexicon(self) -> TermLexicon:

@@ -19,13 +19,12 @@ from typing import Any
 import numpy as np
 from sortedcontainers import SortedList
 
-from . import smoothing
 from .base import GenerativeTextModel, PreparedBatch
 from .postings import PostingCache
-from .loops.discounts import power_discount_totals
 from .loops.scoring import accumulate_postings, dense_log_posterior
 from .loops.topk import sparse_accumulate, sparse_topk_finish
 from .arrays import CompensatedSum, grow
+from .smoothing import label_smoothing, log_smoothing_weight, posting_weight
 
 #: With at least this many classes, top-k of Jelinek-Mercer models skips the per-class pass (sparse top-k).
 SPARSE_TOPK_MIN_CLASSES = 2048
@@ -34,13 +33,13 @@ SPARSE_TOPK_MIN_CLASSES = 2048
 class _ClassTerms:
     """Per-class quantities of one model epoch (arrays over class ids)."""
 
-    __slots__ = ("epoch", "scale", "delta", "denominator", "log_a", "log_prior")
+    __slots__ = ("epoch", "scale", "values", "denominator", "log_a", "log_prior")
 
-    def __init__(self, epoch: int, scale: float, delta: float, denominator: np.ndarray, log_a: np.ndarray,
-                 log_prior: np.ndarray) -> None:
+    def __init__(self, epoch: int, scale: float, values: tuple[float, ...], denominator: np.ndarray,
+                 log_a: np.ndarray, log_prior: np.ndarray) -> None:
         self.epoch = epoch
         self.scale = scale
-        self.delta = delta
+        self.values = values  # the discounts' numbers in force (a Kneser-Ney delta moves with the counts)
         self.denominator = denominator  # mu + D(l), true units
         self.log_a = log_a  # log a_l
         self.log_prior = log_prior  # theta * log p(l); -inf for unused ids
@@ -151,13 +150,9 @@ class MNB(GenerativeTextModel):
         self._class_terms: _ClassTerms | None = None
         self._prior_index: _PriorIndex | None = None
         self._scratch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # sparse accumulator
-        self._power_cache: tuple[np.ndarray, np.ndarray, float | None] = (np.empty(0), np.empty(0), None)  # pd: c**delta
+        self.smoothing = label_smoothing(self.spec, self.params)
 
     # ------------------------------------------------------------ derived values
-    def _delta(self) -> float:
-        delta = self.params.get("delta", 0.0)
-        return self.state.kneser_ney_delta() if delta == "kn" else float(delta)
-
     def class_terms(self) -> _ClassTerms:
         """Per-class arrays of the current epoch (recomputed after any update)."""
         state = self.state
@@ -166,81 +161,48 @@ class MNB(GenerativeTextModel):
             return cached
         n = state.classes.capacity
         scale = state.clock.scale()
-        delta = self._delta()
-        beta = self.params.get("beta", 0.0)
-        mu = self.params.get("mu", 0.0) if self.spec.dp else 0.0
+        smoothing = self.smoothing
+        values = smoothing.values(state)
+        mu = smoothing.mu
         mass = state.cls_mass.get(slice(0, n)) * scale
-        if self.spec.linear_discount:
-            discount_total = beta * mass if self.spec.jm else np.zeros(n)
-        elif self.spec.discount == "pd" and self.params.get("delta") != "kn":
-            discount_total = self._power_discount_totals(n, scale, delta, beta)
-        else:  # ad (and pd with a delta that moves with every update): sum the entry discounts
-            used = state.ent_used
-            counts = state.ent_count.get(slice(0, used)) * scale
-            discount_total = np.bincount(state.ent_class[:used], smoothing.entry_discount(counts, self.spec, beta, delta),
-                                         minlength=n)[:n]
-        log_a = smoothing.log_smoothing_weight(mass, discount_total, mu)
+        discount_total = smoothing.label_totals(state, mass, scale, n, values)
+        log_a = log_smoothing_weight(mass, discount_total, mu)
         docs = state.cls_docs.get(slice(0, n))
         active = state.cls_refs[:n] > 0
         log_prior = np.full(n, -np.inf)
         if active.any():
             theta = self.params.get("theta", 1.0)
             log_prior[active] = theta * (np.log(docs[active]) - np.log(state.class_docs_total.value))
-        self._class_terms = _ClassTerms(state.epoch, scale, delta, mu + discount_total, log_a, log_prior)
+        self._class_terms = _ClassTerms(state.epoch, scale, values, mu + discount_total, log_a, log_prior)
         return self._class_terms
-
-    def _power_discount_totals(self, n: int, scale: float, delta: float, beta: float) -> np.ndarray:
-        """``D(l)`` of ``pd`` for every class, with each entry's ``c**delta`` cached between epochs.
-
-        The pass over all entries runs after every update (``D(l)`` sums the
-        non-linear discount of each entry); the ``pow`` it needs only where an
-        entry changed. The cache is keyed by the stored count itself, so it is
-        right whoever holds a slot, and it starts empty after a restore.
-        """
-        state = self.state
-        used = state.ent_used
-        power, power_of, cached_delta = self._power_cache
-        if cached_delta != delta or len(power) < used:
-            fresh = cached_delta != delta  # a new delta: every cached power is wrong
-            size = used if fresh else max(used, 2 * len(power))
-            grown_power, grown_of = np.empty(size), np.full(size, np.nan)  # NaN: never equal, so computed
-            if not fresh:
-                grown_power[: len(power)], grown_of[: len(power_of)] = power, power_of
-            power, power_of = grown_power, grown_of
-            self._power_cache = (power, power_of, delta)
-        out = np.zeros(n)
-        power_discount_totals(state.ent_class, state.ent_count.hi, state.ent_count.lo, used, scale, scale ** delta,
-                              delta, beta, self.spec.jm, power, power_of, out)
-        return out
 
     def background(self, terms: np.ndarray) -> np.ndarray:
         """``p_b(n)`` for known term ids."""
         state = self.state
-        return smoothing.background_prob(state.term_mass.get(terms), state.total_mass.value, state.n_vocab, self.spec,
-                                         self.params.get("ups", 0.0))
+        return self.smoothing.background_probability(state.term_mass.get(terms), state.total_mass.value, state.n_vocab)
 
     @property
     def pure_jelinek_mercer(self) -> bool:
         """``a_l = beta`` for every class: no Dirichlet mass, no ad/pd discount."""
-        return self.spec.jm and not self.spec.dp and self.spec.discount is None
+        return self.smoothing.constant_weight is not None
 
     def _build_postings(self, terms: np.ndarray, index: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Posting weights of ``terms`` from the count tables (the lazy recomputation)."""
         state = self.state
         classes = state.arena.cls[index]
         scale = state.clock.scale()
-        beta = self.params.get("beta", 0.0)
         counts = state.ent_count.get(state.arena.slot[index]) * scale
-        if self.pure_jelinek_mercer:  # mu + D(l) = beta C(l): no per-class pass needed
-            delta, denominator = 0.0, beta * state.cls_mass.get(classes) * scale
+        constant = self.smoothing.constant_weight
+        if constant is not None:  # mu + D(l) = a C(l) (Jelinek-Mercer: beta C(l)): no per-class pass needed
+            values, denominator = self.smoothing.values(state), constant * state.cls_mass.get(classes) * scale
         else:
             derived = self.class_terms()
-            delta, denominator = derived.delta, derived.denominator[classes]
-        discounts = smoothing.entry_discount(counts, self.spec, beta, delta)
+            values, denominator = derived.values, derived.denominator[classes]
+        discounts = self.smoothing.discount(counts, values)
         term_background = self.background(terms)
         self.postings.log_background[terms] = np.log(term_background)  # read by the kernel, fresh as the postings
         background = np.repeat(term_background, lengths)
-        weights = smoothing.posting_weight(counts, discounts, denominator, background)
+        weights = posting_weight(counts, discounts, denominator, background)
         return np.maximum(weights, 0.0)  # a fully discounted entry adds nothing (guards -0.0 and round-off)
 
     # ------------------------------------------------------------ the kernel
@@ -291,7 +253,7 @@ class MNB(GenerativeTextModel):
         n_docs, terms, weights, owner = batch.n_docs, batch.terms, batch.weights, batch.owner
         length = np.bincount(owner, weights, minlength=n_docs)
         smooth = np.bincount(owner, weights * np.log(self.background(terms)), minlength=n_docs)
-        base = length * math.log(self.params["beta"]) + smooth  # the shared part of every score
+        base = length * math.log(self.smoothing.constant_weight) + smooth  # the shared part of every score
         arena = state.arena
         self.postings.refresh(arena, terms, state.epoch, self._build_postings)
         capacity = state.classes.capacity

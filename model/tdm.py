@@ -51,9 +51,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import smoothing
 from .base import PreparedBatch
 from .mnb import MNB
+from .smoothing import Smoothing, kernel_smoothing, log_smoothing_weight
 from .spec import parse_spec
 from .arrays import grow
 from .state import CountState, DocRecord
@@ -72,22 +72,6 @@ _EMPTY_NODES = np.zeros(0, dtype=np.int32)
 _EMPTY_FLOATS = np.zeros(0)
 #: Scratch size (cells) for dense per-chunk arrays in scoring and posting builds.
 _CHUNK_CELLS = 1 << 22
-
-
-def kernel_discount(counts: np.ndarray, kernel: frozenset[str], kbeta: float, kdelta: float) -> np.ndarray:
-    """``K_i(n)`` for document weights ``counts``: ``kpd`` base discount, then ``kjm`` on the rest.
-
-    >>> kernel_discount(np.array([4.0, 0.01]), frozenset({"kpd"}), 0.5, 0.5)
-    array([1.  , 0.01])
-    >>> kernel_discount(np.array([4.0]), frozenset({"kpd", "kjm"}), 0.5, 0.5)  # 1 + 0.5 * (4 - 1)
-    array([2.5])
-    """
-    if "kpd" in kernel:
-        base = np.minimum(counts, kdelta * np.power(counts, kdelta))
-        return base + kbeta * (counts - base) if "kjm" in kernel else base
-    if "kjm" in kernel:
-        return kbeta * counts
-    return np.zeros_like(counts)
 
 
 def _log_expm1(values: np.ndarray) -> np.ndarray:
@@ -129,12 +113,9 @@ class DocumentNodes:
     #: Renumber nodes once more than this many (and more than the live ones) are dead.
     compact_after = 1024
 
-    def __init__(self, kernel: frozenset[str], kbeta: float, kmu: float, kdelta_setting: Any) -> None:
-        self.kernel = kernel
-        self.kbeta = kbeta
-        self.kmu = kmu
-        self.kdelta_setting = kdelta_setting  # a number or "kn"
-        self.kdelta = 0.5 if kdelta_setting == "kn" else float(kdelta_setting)
+    def __init__(self, smoothing: Smoothing, state: CountState) -> None:
+        self.smoothing = smoothing  # the kernels' discounts K_i(n) and mass kmu
+        self.values = smoothing.values(state)  # their numbers in force (a Kneser-Ney kdelta follows the counts)
         self.origin: float | None = None  # decay origin the node factors are stored against
         # nodes
         self.node_class = np.zeros(0, dtype=np.int32)
@@ -171,11 +152,7 @@ class DocumentNodes:
     # ------------------------------------------------------------ kernel constants
     def kernel_log_a(self, length: np.ndarray, discount: np.ndarray) -> np.ndarray:
         """``log a_i = log((kmu + K_i) / (kmu + |c_i|_1))``; 0 (``a_i = 1``) for an empty kernel."""
-        total = self.kmu + length
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = np.log((self.kmu + discount) / total)
-        out[total <= 0] = 0.0
-        return out
+        return log_smoothing_weight(length, discount, self.smoothing.mu)
 
     # ------------------------------------------------------------ weighing hook
     def normalizing(self, weigh):
@@ -291,7 +268,7 @@ class DocumentNodes:
                    batch_terms: list, batch_nodes: list, batch_counts: list) -> None:
         positive = weights > 0
         terms, counts = record.terms[positive], weights[positive]
-        discount = float(kernel_discount(counts, self.kernel, self.kbeta, self.kdelta).sum())
+        discount = float(self.smoothing.discount(counts, self.values).sum())
         log_a = float(self.kernel_log_a(np.array([length]), np.array([discount]))[0])
         self._reserve_nodes(len(record.classes))
         self._reserve_classes(state.classes.capacity)
@@ -432,10 +409,10 @@ class DocumentNodes:
         """Bring node constants up to date before scoring (decay origin, a Kneser-Ney kdelta)."""
         self.check_complete()
         self._follow_rebase(state)
-        if self.kdelta_setting == "kn":
-            delta = state.kneser_ney_delta()
-            if delta != self.kdelta:
-                self.kdelta = delta
+        if self.smoothing.follows_counts:
+            values = self.smoothing.values(state)
+            if values != self.values:
+                self.values = values
                 self._recompute_discounts()
 
     def _recompute_discounts(self) -> None:
@@ -443,7 +420,7 @@ class DocumentNodes:
         for record, ids, length in self.doc_nodes.values():
             positive = record.weights > 0
             counts = record.weights[positive] * length
-            discount = float(kernel_discount(counts, self.kernel, self.kbeta, self.kdelta).sum())
+            discount = float(self.smoothing.discount(counts, self.values).sum())
             nodes = list(ids)
             self.node_discount[nodes] = discount
             self.node_log_a[nodes] = self.kernel_log_a(np.array([length]), np.array([discount]))[0]
@@ -501,9 +478,7 @@ class DocumentNodes:
         ``|c_i|_1`` comes from ``lengths`` (the model's extra state) or, for
         models that learn raw counts, from the record's raw counts.
         """
-        self.__init__(self.kernel, self.kbeta, self.kmu, self.kdelta_setting)
-        if self.kdelta_setting == "kn":
-            self.kdelta = state.kneser_ney_delta()
+        self.__init__(self.smoothing, state)
         self.origin = state.clock.origin
         batch_terms, batch_nodes, batch_counts = [], [], []
         for doc_id, record in sorted(state.docs.items(), key=lambda item: item[1].seq):
@@ -620,10 +595,7 @@ class TDM(MNB):
             # a plain CountState handed over by code that knows nothing of TDM: it gains the
             # node hooks (the subclass adds behaviour only, no fields)
             state.__class__ = DocumentNodeState
-        kernel = self.spec.kernel
-        state.nodes = DocumentNodes(kernel, self.params.get("kbeta", 0.0) if "kjm" in kernel else 0.0,
-                                    self.params.get("kmu", 0.0) if "kdp" in kernel else 0.0,
-                                    self.params.get("kdelta", 0.5) if "kpd" in kernel else 0.5)
+        state.nodes = DocumentNodes(kernel_smoothing(self.spec, self.params), state)
         if state.docs:
             try:
                 state.nodes.rebuild(state, self._extra_lengths, self._learns_weighted())
@@ -719,12 +691,12 @@ class TDM(MNB):
             distinct, inverse = np.unique(keys, return_inverse=True)
             label_counts = np.bincount(inverse, contributions, minlength=len(distinct))[inverse]
         label_counts *= derived.scale
-        label_discounts = smoothing.entry_discount(label_counts, self.spec, self.params.get("beta", 0.0), derived.delta)
+        label_discounts = self.smoothing.discount(label_counts, derived.values)
         background = self.background(terms)[owner]
         # p_l(n) = a_l * (p_b(n) + (C(l,n) - D(l,n)) / (mu + D(l)))
         label_prob = np.exp(derived.log_a[classes]) * (background + (label_counts - label_discounts) / derived.denominator[classes])
-        kernel_kept = counts - kernel_discount(counts, nodes_table.kernel, nodes_table.kbeta, nodes_table.kdelta)
-        weights = np.log1p(kernel_kept / ((nodes_table.kmu + nodes_table.node_discount[nodes]) * label_prob))
+        kernel_kept = counts - nodes_table.smoothing.discount(counts, nodes_table.values)
+        weights = np.log1p(kernel_kept / ((nodes_table.smoothing.mu + nodes_table.node_discount[nodes]) * label_prob))
         np.maximum(weights, 0.0, out=weights)  # a fully discounted posting adds nothing
         bounds = np.cumsum(fills)[:-1]
         for term, part in zip(term_list, np.split(weights, bounds)):
