@@ -290,7 +290,7 @@ def replay(records, model_config: dict[str, Any]):
         doc = parsed.text if parsed.text is not None else parsed.terms
         if parsed.op is Op.LEARN:
             try:
-                model._class_keys(parsed.labels)
+                model.check_labels(parsed.labels)
             except ValueError:
                 expected[where] = ApplyReason.MODEL_REJECTED.value
                 continue

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .params import INF, ParamInfo, SpecError
+from .params import ParamInfo, SpecError
 from .smoothing import registry
 
 __all__ = ["BACKGROUNDS", "FAMILIES", "KERNEL_AFFIXES", "PARAMS", "SMOOTHING", "WEIGHTINGS", "ModelSpec", "ParamInfo",

@@ -32,7 +32,7 @@ import contextlib
 import heapq
 import itertools
 import math
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -74,11 +74,27 @@ class DocRecord:
 Weigher = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
+class DocumentObserver(Protocol):
+    """Something kept in step with the live documents (TDM's document nodes, :mod:`model.document_nodes`).
+
+    Every way a document enters (learning, one or a batch) or leaves
+    (unlearning, forgetting, the memory bound, decay underflow) is reported.
+    """
+
+    def documents_added(self, state: "CountState", items: Sequence[tuple], records: list["DocRecord | None"]) -> None:
+        """The state learned ``items`` (as given to :meth:`CountState.add_documents`); ``records[i]`` is the
+        record of ``items[i]``, or ``None`` if it was not learned (it underflowed under decay)."""
+
+    def document_removed(self, state: "CountState", doc_id: str) -> None:
+        """The live document ``doc_id`` left the state."""
+
+
 class CountState:
     """Sparse count tables with exact learn/unlearn and forward decay.
 
-    This class knows nothing about smoothing or scoring; :class:`model.mnb.MNB`
-    derives probabilities from it. ``epoch`` increases with every change, which
+    This class knows nothing about smoothing or scoring; :class:`model.label_model.LabelModel`
+    derives probabilities from it. An ``observer`` (:class:`DocumentObserver`)
+    hears of every document that enters or leaves. ``epoch`` increases with every change, which
     is how derived caches (the posting lists) know they are stale.
     """
 
@@ -132,6 +148,7 @@ class CountState:
         self.pruned_documents = 0
         self.pruned_entries = 0
         self.expired_documents = 0
+        self.observer: DocumentObserver | None = None
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -143,7 +160,7 @@ class CountState:
     def ent_free(self) -> list[int]:
         return self.free_stack[: self.free_top].tolist()
 
-    def _track_expiry(self) -> bool:
+    def tracks_expiry(self) -> bool:
         return self.prune_below is not None or self.max_documents is not None
 
     # ------------------------------------------------------------- interning
@@ -276,6 +293,12 @@ class CountState:
         every sum is accumulated in document order. Ids must be new and
         distinct (the caller resolves re-learning first).
         """
+        records = self._learn_batch(items, weigh)
+        if self.observer is not None:
+            self.observer.documents_added(self, items, records)
+        return records
+
+    def _learn_batch(self, items: Sequence[tuple], weigh: Weigher | None) -> list[DocRecord | None]:
         clock = self.clock
         split = self._first_rebase(items)
         if split is not None and len(items) > 1:
@@ -348,7 +371,7 @@ class CountState:
                        for classes, begin, end, factor, p, seq in zip(doc_classes, begins, ends, factors, kept,
                                                                        range(first_seq, self.seq + 1))]
         self.docs.update(zip([item[0] for item in batch], new_records))
-        if self._track_expiry():
+        if self.tracks_expiry():
             for item, record in zip(batch, new_records):
                 heapq.heappush(self._expiry, (record.factor, record.seq, item[0]))
         for position, record in zip(kept, new_records):
@@ -382,7 +405,7 @@ class CountState:
         self.seq += 1
         record = DocRecord(classes, terms, weights, raw, factor, t, self.seq)
         self.docs[doc_id] = record
-        if self._track_expiry():
+        if self.tracks_expiry():
             heapq.heappush(self._expiry, (factor, self.seq, doc_id))
         contrib = weights * term_factor
         mass = float(np.bincount(np.zeros(n_terms, dtype=np.intp), contrib, minlength=1)[0])  # summed in order
@@ -448,6 +471,8 @@ class CountState:
         self._remove_contributions(record)
         self._uncount_document(record)
         self.epoch += 1
+        if self.observer is not None:
+            self.observer.document_removed(self, doc_id)
         return record
 
     def _uncount_document(self, record: DocRecord) -> None:
@@ -545,7 +570,7 @@ class CountState:
 
     def _prune(self) -> None:
         """Apply the memory bound: drop documents too decayed or too many (oldest first)."""
-        if not self._track_expiry():
+        if not self.tracks_expiry():
             return
         scale = self.clock.scale()
         while self._expiry:
@@ -564,9 +589,15 @@ class CountState:
             self.pruned_documents += 1
             self.pruned_entries += before - self.n_entries
 
+    def restored(self) -> None:
+        """After a restore replaced the tables: rebuild the expiry heap, drop cached reads, start a new epoch."""
+        self.rebuild_expiry()
+        self._active = None
+        self.epoch += 1
+
     def rebuild_expiry(self) -> None:
         self._expiry = []
-        if self._track_expiry():
+        if self.tracks_expiry():
             self._expiry = [(r.factor, r.seq, d) for d, r in self.docs.items()]
             heapq.heapify(self._expiry)
 
