@@ -8,7 +8,7 @@ from numba import njit
 from .sums import two_sum
 
 
-# Status codes of the entry kernels: done, or which array needs to grow before resuming.
+# Status codes of the entry loops: done, or which array needs to grow before resuming.
 DONE, NEED_ENTRIES, NEED_ARENA = 0, 1, 2
 # Slots of the counters array shared with CountState.
 ENT_USED, FREE_TOP, ARENA_USED, ARENA_GARBAGE, VOCABULARY = 0, 1, 2, 3, 4
