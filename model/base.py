@@ -24,6 +24,7 @@ from typing import Any, Iterable, NamedTuple, Sequence
 import numpy as np
 
 from . import weighting
+from .batch import PreparedBatch
 from .factory import register_family
 from .lexicon import TermLexicon
 from .loops.scoring import keep_seen_terms
@@ -41,22 +42,6 @@ MULTILABEL_MODES = ("per_label", "powerset")
 
 class LearnGuardError(ValueError):
     """An unlearn asked to remove a document under labels it was not learned with."""
-
-
-class PreparedBatch:
-    """Scored documents reduced to the model's known terms and their weights.
-
-    The documents are concatenated: ``terms[i]`` with weight ``weights[i]``
-    belongs to document ``owner[i]`` (ascending) of ``n_docs``.
-    """
-
-    __slots__ = ("terms", "weights", "owner", "n_docs")
-
-    def __init__(self, terms: np.ndarray, weights: np.ndarray, owner: np.ndarray, n_docs: int) -> None:
-        self.terms = terms
-        self.weights = weights
-        self.owner = owner
-        self.n_docs = n_docs
 
 
 class Ranking(NamedTuple):

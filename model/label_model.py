@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
+from .batch import PreparedBatch
 from .loops.scoring import accumulate_postings, dense_log_posterior
 from .postings import PostingCache
 from .smoothing import Smoothing, label_smoothing, log_smoothing_weight, posting_weight
 from .spec import ModelSpec
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .base import PreparedBatch
     from .state import CountState
 
 
@@ -114,7 +114,7 @@ class LabelModel:
         return np.maximum(weights, 0.0)  # a fully discounted entry adds nothing (guards -0.0 and round-off)
 
     # ------------------------------------------------------------ scores
-    def log_posteriors(self, state: "CountState", batch: "PreparedBatch", active: np.ndarray) -> np.ndarray:
+    def log_posteriors(self, state: "CountState", batch: PreparedBatch, active: np.ndarray) -> np.ndarray:
         """Normalized log posteriors over the ``active`` classes: the label score, compiled and fused."""
         derived = self.class_terms(state)
         self.refresh(state, batch.terms)
@@ -125,7 +125,7 @@ class LabelModel:
                             self.postings.weight, active, derived.log_prior, derived.log_a, out)
         return out
 
-    def joint_log_scores(self, state: "CountState", batch: "PreparedBatch") -> np.ndarray:
+    def joint_log_scores(self, state: "CountState", batch: PreparedBatch) -> np.ndarray:
         """The label score of every class id, unnormalized: shape ``(batch.n_docs, class capacity)``."""
         derived = self.class_terms(state)
         n_docs, n_classes = batch.n_docs, state.classes.capacity

@@ -15,7 +15,8 @@ import numpy as np
 from sortedcontainers import SortedList
 
 from .arrays import CompensatedSum, grow
-from .base import GenerativeTextModel, PreparedBatch
+from .base import GenerativeTextModel
+from .batch import PreparedBatch
 from .label_model import LabelModel
 from .loops.topk import sparse_accumulate, sparse_topk_finish
 

@@ -50,7 +50,8 @@ from typing import Any
 
 import numpy as np
 
-from .base import GenerativeTextModel, PreparedBatch
+from .base import GenerativeTextModel
+from .batch import PreparedBatch
 from .document_nodes import DocumentNodes, MissingLengthsError
 from .label_model import LabelModel
 from .persistence import ExtraState

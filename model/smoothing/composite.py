@@ -21,8 +21,10 @@ from . import registry
 from .contract import Background, Discount, Mass
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..spec import ModelSpec
     from ..state import CountState
+
+#: A parsed spec (:class:`model.spec.ModelSpec`; not imported: the grammar is built from this package).
+ModelSpec = Any
 
 
 class DiscountChain:
@@ -114,7 +116,7 @@ def _configured(cls: type, numbers: Sequence[Any], params: Mapping[str, Any]):
     return cls(*[params[p.name] for p in numbers])
 
 
-def label_smoothing(spec: "ModelSpec", params: Mapping[str, Any]) -> Smoothing:
+def label_smoothing(spec: ModelSpec, params: Mapping[str, Any]) -> Smoothing:
     """The label-level smoothing of ``spec`` with the resolved ``params``."""
     parts = [_configured(registry.method(a), registry.method(a).params, params) for a in spec.smoothing]
     background = registry.background(spec.background)
@@ -122,7 +124,7 @@ def label_smoothing(spec: "ModelSpec", params: Mapping[str, Any]) -> Smoothing:
                      _configured(background, background.params, params))
 
 
-def kernel_smoothing(spec: "ModelSpec", params: Mapping[str, Any]) -> Smoothing:
+def kernel_smoothing(spec: ModelSpec, params: Mapping[str, Any]) -> Smoothing:
     """The document-kernel smoothing of a TDM ``spec`` (its ``k...`` affixes) with the resolved ``params``."""
     parts = [_configured(registry.kernel_method(a), registry.kernel_method(a).kernel_params, params)
              for a in sorted(spec.kernel)]
