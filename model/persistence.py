@@ -370,10 +370,7 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
     if state.n_docs != len(state.docs) or state.ent_used != used:
         raise SnapshotError("document or entry counts disagree with the header")
     state.restored()
-    per_document = {name: array for name, array in a.items() if name not in STATE_ARRAYS}
-    for name, array in per_document.items():
-        if len(array) != len(state.docs):
-            raise SnapshotError(f"extra state array {name!r} has {len(array)} rows for {len(state.docs)} documents")
+    per_document = {name: array for name, array in a.items() if name not in STATE_ARRAYS}  # the family checks them
     model.rebuild_caches()
     model.restore_extra_state(ExtraState(meta.get("model_extra") or {}, per_document))
     return model
