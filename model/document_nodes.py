@@ -353,7 +353,7 @@ class DocumentNodes:
                 self._compact_term(term)
 
     def store_weights(self, terms: list[int], weights: np.ndarray | None, fills: np.ndarray, epoch: int) -> None:
-        """Keep ``v_i(n)`` of ``terms`` (concatenated, ``fills`` per term; ``None``: no postings), valid for ``epoch``."""
+        """Keep ``v_i(n)`` of ``terms`` for ``epoch`` (concatenated, ``fills`` per term; ``None``: no postings)."""
         if weights is None:
             for term in terms:
                 self.post_weight[term] = _EMPTY_FLOATS

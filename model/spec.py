@@ -161,8 +161,8 @@ def parse_spec(text: str) -> ModelSpec:
     unknown = [a for a in affixes if a not in known]
     if unknown:
         raise SpecError(
-            f"unknown affix(es) {unknown} in {text!r}; known: backgrounds {BACKGROUNDS}, smoothing {' '.join(SMOOTHING)}, "
-            f"weighting {WEIGHTINGS}, ps, TDM kernels {KERNEL_AFFIXES}"
+            f"unknown affix(es) {unknown} in {text!r}; known: backgrounds {BACKGROUNDS}, "
+            f"smoothing {' '.join(SMOOTHING)}, weighting {WEIGHTINGS}, ps, TDM kernels {KERNEL_AFFIXES}"
         )
     if len(set(affixes)) != len(affixes):
         raise SpecError(f"repeated affix in {text!r}")

@@ -35,7 +35,7 @@ from ..params import ParamInfo
 if TYPE_CHECKING:  # pragma: no cover
     from ..state import CountState
 
-#: The number the count discounts (ad, pd) share: one setting however many of them a spec names.
+#: The number the count discounts (ad, pd) read: one declaration, so PARAMS holds it once.
 DELTA = ParamInfo("delta", 0.0, 1.0, 0.5, True, "absolute/power-law discount (ad, pd); 'kn' = Kneser-Ney estimate",
                   0.01, 1.0, kneser_ney=True)
 
@@ -49,7 +49,8 @@ class Method:
     doc: ClassVar[str] = ""
     #: methods filling the same slot exclude each other in one spec
     slot: ClassVar[str] = ""
-    #: position in a canonical spec name; for discounts also the order they apply in
+    #: position among the smoothing affixes of a canonical spec name, and for discounts the order they apply
+    #: in (kernel affixes keep the registry's order)
     order: ClassVar[int] = 0
     #: the numbers the method reads (label level)
     params: ClassVar[tuple[ParamInfo, ...]] = ()
