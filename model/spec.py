@@ -26,11 +26,13 @@ from typing import Any, Mapping
 from .params import ParamInfo, SpecError
 from .smoothing import registry
 
-__all__ = ["BACKGROUNDS", "FAMILIES", "KERNEL_AFFIXES", "PARAMS", "SMOOTHING", "WEIGHTINGS", "ModelSpec", "ParamInfo",
+__all__ = ["BACKGROUNDS", "DISCOUNTS", "FAMILIES", "KERNEL_AFFIXES", "PARAMS", "SMOOTHING", "WEIGHTINGS", "ModelSpec", "ParamInfo",
            "SpecError", "check_half_life", "parse_spec", "resolve_params"]
 
 BACKGROUNDS = registry.background_affixes()
 SMOOTHING = registry.affixes()
+#: The count discounts (the methods of the "discount" slot: at most one per spec).
+DISCOUNTS = tuple(a for a in SMOOTHING if registry.method(a).slot == "discount")
 KERNEL_AFFIXES = registry.kernel_affixes()
 WEIGHTINGS = ("ti", "tXi", "tiX", "tXiX", "qidf", "qidfX")
 FAMILIES = ("mnb", "tdm")
