@@ -26,9 +26,6 @@ from typing import Any, Mapping
 from .params import ParamInfo, SpecError
 from .smoothing import registry
 
-__all__ = ["BACKGROUNDS", "DISCOUNTS", "FAMILIES", "KERNEL_AFFIXES", "PARAMS", "SMOOTHING", "WEIGHTINGS", "ModelSpec", "ParamInfo",
-           "SpecError", "check_half_life", "parse_spec", "resolve_params"]
-
 BACKGROUNDS = registry.background_affixes()
 SMOOTHING = registry.affixes()
 #: The count discounts (the methods of the "discount" slot: at most one per spec).
