@@ -1,10 +1,12 @@
 """The contract every model here shares: learning by document id, and scoring.
 
 A model keeps a :class:`model.state.CountState` (the count tables and the
-live documents) and implements one method, :meth:`GenerativeTextModel._joint_log_scores`,
-the scoring kernel: unnormalized log joint scores of a batch of prepared
-documents for every class. Every public entry point (one document, a batch,
-top-k, arg-max, labels) goes through that kernel.
+live documents) and implements one method, :meth:`GenerativeTextModel._log_posteriors`,
+the scoring kernel: normalized log posteriors of a batch of prepared
+documents over the active classes. Every public entry point (one document, a
+batch, top-k, arg-max, labels) goes through that kernel. A family registers
+itself by naming its ``family`` (the spec prefix): :func:`model.factory.build_model`
+and snapshots find it there.
 
 Learning is idempotent per document id, as the spam filters' learn caches
 are: learning an id again with the same labels is a no-op, with other labels
@@ -22,8 +24,11 @@ from typing import Any, Iterable, NamedTuple, Sequence
 import numpy as np
 
 from . import weighting
-from .kernels import keep_seen_terms
+from .batch import PreparedBatch
+from .factory import register_family
 from .lexicon import TermLexicon
+from .loops.scoring import keep_seen_terms
+from .persistence import ExtraState, dump, dumps, loads, state_checksum
 from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
 from .state import CountState
 from .text import Document, Tokenizer, batch_term_counts, check_term_types, term_counts
@@ -37,22 +42,6 @@ MULTILABEL_MODES = ("per_label", "powerset")
 
 class LearnGuardError(ValueError):
     """An unlearn asked to remove a document under labels it was not learned with."""
-
-
-class PreparedBatch:
-    """Scored documents reduced to the model's known terms and their weights.
-
-    The documents are concatenated: ``terms[i]`` with weight ``weights[i]``
-    belongs to document ``owner[i]`` (ascending) of ``n_docs``.
-    """
-
-    __slots__ = ("terms", "weights", "owner", "n_docs")
-
-    def __init__(self, terms: np.ndarray, weights: np.ndarray, owner: np.ndarray, n_docs: int) -> None:
-        self.terms = terms
-        self.weights = weights
-        self.owner = owner
-        self.n_docs = n_docs
 
 
 class Ranking(NamedTuple):
@@ -76,9 +65,13 @@ class LearnedDocument(NamedTuple):
 class GenerativeTextModel:
     """Shared learning, bookkeeping and prediction API (see module docstring)."""
 
-    family = "mnb"
-    #: The count-state class a family keeps (TDM adds document nodes to it).
-    state_class: type[CountState] = CountState
+    #: The spec prefix naming the family ("mnb", "tdm"); set by each family class.
+    family: str
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "family" in cls.__dict__:
+            register_family(cls.family, cls)
 
     def __init__(self, spec: str = "uc_pd_jm_dp", *, multilabel: str = "per_label",
                  tokenizer: Tokenizer | None = None, half_life: float | None = None,
@@ -97,14 +90,14 @@ class GenerativeTextModel:
         self.params: dict[str, Any] = resolve_params(parsed, params)
         self.multilabel = multilabel
         self.tokenizer = tokenizer or Tokenizer()
-        self.state = self.state_class(check_half_life(half_life), prune_below=prune_below,
-                                      max_documents=None if max_documents is None else int(max_documents))
-        self._names: tuple | None = None
+        self.state = CountState(check_half_life(half_life), prune_below=prune_below,
+                                max_documents=None if max_documents is None else int(max_documents))
         self._lexicon: TermLexicon | None = None  # built on the first text scored
-        self._init_caches()
+        self.rebuild_caches()
 
-    def _init_caches(self) -> None:
-        """(Re)create derived caches; called after construction and restore."""
+    def rebuild_caches(self) -> None:
+        """(Re)create what derives from the state; called after construction, restore, or a new ``state``."""
+        self._names: tuple | None = None
 
     # ------------------------------------------------------------ config
     @property
@@ -232,7 +225,7 @@ class GenerativeTextModel:
         id_list = [None] * len(docs) if ids is None else list(ids)
         if not (len(ts_list) == len(id_list) == len(docs)):
             raise ValueError("ts and ids must match docs in length")
-        if sequential and (self._learns_with_idf() or self.state._track_expiry()):
+        if sequential and (self._learns_with_idf() or self.state.tracks_expiry()):
             # learn-time IDF and pruning depend on every earlier document: no batching
             return sum(self.learn_one(d, l, t, i) for d, l, t, i in zip(docs, labels, ts_list, id_list))
         changed = 0
@@ -367,10 +360,13 @@ class GenerativeTextModel:
 
     def cache_bytes(self) -> int:
         """Bytes of the arrays kept only to score fast (derived from the counts, not in snapshots)."""
-        caches = [self._lexicon, getattr(self, "postings", None)]
-        arrays = [value for cache in caches if cache is not None for value in vars(cache).values()]
-        arrays += getattr(self, "_power_cache", ())  # MNB with pd smoothing: each entry's c**delta
+        arrays = list(vars(self._lexicon).values()) if self._lexicon is not None else []
+        arrays += self._scoring_cache_arrays()
         return sum(value.nbytes for value in arrays if isinstance(value, np.ndarray))
+
+    def _scoring_cache_arrays(self) -> list[np.ndarray]:
+        """The family's score caches (posting weights and the like) for :meth:`cache_bytes`."""
+        return []
 
     def _term_lexicon(self) -> TermLexicon:
         """The compiled lookup table of the vocabulary (built on first use, then kept in step)."""
@@ -415,13 +411,6 @@ class GenerativeTextModel:
             terms, weights, owner = terms[positive], weights[positive], owner[positive]
         return PreparedBatch(terms, weights, owner, n_docs)
 
-    def _joint_log_scores(self, batch: PreparedBatch) -> np.ndarray:
-        """Unnormalized log joint ``log p(w, l)`` up to a per-document constant.
-
-        Shape ``(batch.n_docs, class capacity)``; ``-inf`` for unused class ids.
-        """
-        raise NotImplementedError
-
     def class_names(self) -> tuple[np.ndarray, list]:
         """Active class ids (ascending) and their public names, cached per class set."""
         state = self.state
@@ -440,14 +429,11 @@ class GenerativeTextModel:
         return names, self._log_posteriors(self._prepare(list(docs)), active)
 
     def _log_posteriors(self, batch: PreparedBatch, active: np.ndarray) -> np.ndarray:
-        """Normalized log posteriors over the ``active`` classes (families may fuse this with the kernel)."""
-        scores = self._joint_log_scores(batch)
-        if len(active) != scores.shape[1]:
-            scores = scores[:, active]
-        peak = scores.max(axis=1, keepdims=True)
-        scores -= peak
-        scores -= np.log(np.exp(scores).sum(axis=1, keepdims=True))
-        return scores
+        """The scoring kernel: normalized log posteriors of ``batch`` over the ``active`` class ids.
+
+        Shape ``(batch.n_docs, len(active))``.
+        """
+        raise NotImplementedError
 
     def predict_proba_many(self, docs: Iterable[Document]) -> list[dict]:
         classes, log_post = self.predict_log_proba_many(docs)
@@ -528,42 +514,32 @@ class GenerativeTextModel:
 
     # ------------------------------------------------------------ snapshots
     def to_bytes(self, extra: dict[str, Any] | None = None) -> bytes:
-        """A versioned, pickle-free snapshot of the whole model (see :mod:`model.snapshot`)."""
-        from .persistence import dumps
-
+        """A versioned, pickle-free snapshot of the whole model (see :mod:`model.persistence`)."""
         return dumps(self, extra)
 
     def write_snapshot(self, handle, extra: dict[str, Any] | None = None) -> None:
         """Write :meth:`to_bytes`'s snapshot to a seekable binary file object, without a copy in memory."""
-        from .persistence import dump
-
         dump(self, handle, extra)
 
     @staticmethod
     def from_bytes(data: bytes, **limits: Any) -> "GenerativeTextModel":
         """Rebuild a model from :meth:`to_bytes`; it scores identically and keeps learning."""
-        from .persistence import loads
-
         return loads(data, **limits)[0]
 
     def checksum(self) -> str:
         """SHA-256 of the model's content, independent of internal layout."""
-        from .persistence import state_checksum
-
         return state_checksum(self)
 
-    # Hooks for families with state beyond CountState (all JSON-able / 1-D arrays).
-    def _snapshot_arrays(self) -> dict[str, np.ndarray]:
-        return {}
+    def extra_state(self) -> ExtraState:
+        """The state this family keeps beyond the :class:`CountState` and :meth:`config` (none here).
 
-    def _snapshot_meta(self) -> dict[str, Any]:
-        return {}
+        The one persistence hook of every family: snapshots store it, the
+        checksum covers it, and :meth:`restore_extra_state` takes it back.
+        """
+        return ExtraState({}, {})
 
-    def _restore_extra(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        """Called after the CountState is restored (caches are already reset)."""
-
-    def _checksum_extra(self) -> bytes:
-        return b""
+    def restore_extra_state(self, extra: ExtraState) -> None:
+        """Take :meth:`extra_state` back once the state was replaced (a restore); caches are already rebuilt."""
 
     # ------------------------------------------------------------ stats
     def stats(self) -> dict[str, Any]:
