@@ -10,10 +10,10 @@ Two paths are measured per client:
 
 ``raw``
     The client library called directly, with the same throughput settings the
-    transport uses (see ``stream.transport.*_DEFAULTS``; printed with the results).
+    transport uses (see ``stream.kafka.*_DEFAULTS``; printed with the results).
 ``transport``
-    The same through :mod:`stream.transport` (type checks, delivery-failure
-    bookkeeping, :class:`~stream.transport.Record` conversion): the wrapper's cost.
+    The same through :mod:`stream.kafka` (type checks, delivery-failure
+    bookkeeping, :class:`~stream.kafka.Record` conversion): the wrapper's cost.
 
 Produce time runs from the first send to the end of ``flush()`` (every record
 acknowledged, ``acks=all``). Consumers read all partitions by manual
@@ -195,7 +195,7 @@ def kafka_python_consume(bootstrap: str, topic: str, n: int, partitions: int) ->
     return elapsed, at_first, first or 0.0
 
 
-# -- through stream.transport ----------------------------------------------------------
+# -- through stream.kafka ----------------------------------------------------------
 
 
 def transport_produce(kind: str, bootstrap: str, topic: str, n: int, values: list[bytes]) -> float:

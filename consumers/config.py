@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from sgm.stream.kafka import client_kinds
+
 ROLES = ("all", "trainer", "classifier")
-CLIENTS = ("confluent", "kafka-python", "memory")
+#: The registered Kafka client kinds (stream/kafka/registry.py): registering a client is enough.
+CLIENTS = client_kinds()
 
 
 def _setting(default: Any, help: str, *, choices: tuple | None = None, secret: bool = False) -> Any:

@@ -15,6 +15,7 @@ from sgm.stream.kafka import (
     ConsumerSettings,
     KafkaConfig,
     MemoryClient,
+    ProducerSettings,
     TopicPartition,
     client_kinds,
     open_client,
@@ -59,6 +60,24 @@ def test_consumer_settings_map_to_each_clients_names():
     assert probe["bootstrap.servers"] == confluent["bootstrap.servers"]
     probe = KafkaPythonOptions.end_probe(kafka_python)
     assert probe["group_id"] is None and "partition_assignment_strategy" not in probe and probe["fetch_max_wait_ms"] == 10
+
+
+def test_producer_settings_map_to_each_clients_names():
+    config = KafkaConfig(bootstrap_servers="k:9092")
+    confluent, kafka_python = ConfluentOptions(config), KafkaPythonOptions(config)
+    plain = confluent.producer(ProducerSettings())
+    assert "enable.idempotence" not in plain and "message.timeout.ms" not in plain
+    settings = ProducerSettings(idempotent=True, delivery_timeout_ms=900_000)
+    mapped = confluent.producer(settings)
+    assert (mapped["enable.idempotence"], mapped["message.timeout.ms"]) == (True, 900_000)
+    assert ConfluentOptions.delivery_timeout_s(mapped) == 900.0  # the producer's flush bound follows it
+    mapped = kafka_python.producer(settings)
+    assert (mapped["enable_idempotence"], mapped["delivery_timeout_ms"]) == (True, 900_000)
+    assert "idempotent" not in mapped and "delivery_timeout_ms" not in confluent.producer(settings)
+    # per-call dialect overrides still win
+    assert confluent.producer(settings, {"message.timeout.ms": 5})["message.timeout.ms"] == 5
+    # the memory client accepts the neutral settings (it has nothing to map them to)
+    MemoryClient(MemoryClient.default_config()).producer(idempotent=True, delivery_timeout_ms=1).close()
 
 
 def test_registry_opens_registered_kinds_only(monkeypatch):

@@ -64,8 +64,7 @@ class Feeder(threading.Thread):
 
     def __init__(self, client, stream, topics: dict[str, str], rate: float) -> None:
         super().__init__(name="chaos-feeder", daemon=True)
-        self.producer = client.producer(**{"confluent": {"enable.idempotence": True, "message.timeout.ms": 900_000}}
-                                        .get(client.kind, {}))
+        self.producer = client.producer(idempotent=True, delivery_timeout_ms=900_000)
         self.stream, self.topics, self.rate = stream, topics, rate
         self.sent = 0
         self.done = threading.Event()

@@ -34,7 +34,7 @@ One file per job:
 
 ==================  ================================================================
 ``values.py``       value types and errors (``TopicPartition``, ``Record``, ...)
-``config.py``       ``KafkaConfig``, ``ConsumerSettings``, each client's option names
+``config.py``       ``KafkaConfig``, ``ConsumerSettings``, ``ProducerSettings``, each client's option names
 ``interfaces.py``   the abstract ``Producer``, ``Consumer``, ``Admin``, ``Client``
 ``base.py``         what every implementation shares: checks, failure collection
 ``tansu.py``        exact end offsets on Tansu (a fetch's high watermark)
@@ -65,6 +65,7 @@ from .config import (
     KAFKA_PYTHON_CONSUMER_DEFAULTS,
     KAFKA_PYTHON_PRODUCER_DEFAULTS,
     ConsumerSettings,
+    ProducerSettings,
     KafkaConfig,
     confluent_config,
     kafka_python_config,
@@ -99,6 +100,7 @@ __all__ = [
     "CommitFailedError",
     "Consumer",
     "ConsumerSettings",
+    "ProducerSettings",
     "DeliveryError",
     "DeliveryFailure",
     "KafkaConfig",

@@ -154,6 +154,23 @@ class KafkaConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ProducerSettings:
+    """What a producer is asked for, in neutral terms (:meth:`Client.producer`'s arguments).
+
+    Parameters
+    ----------
+    idempotent : bool
+        Each record lands once and in order even when the client retries.
+    delivery_timeout_ms : int or None
+        How long the client keeps retrying a record before it reports the
+        delivery failed. ``None``: the library's default.
+    """
+
+    idempotent: bool = False
+    delivery_timeout_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerSettings:
     """What a consumer is asked for, in neutral terms (:meth:`Client.consumer`'s arguments).
 
@@ -265,8 +282,14 @@ class ConfluentOptions:
             out["error_cb"] = self.on_error
         return out
 
-    def producer(self, overrides: Mapping[str, Any] = _NONE) -> dict[str, Any]:
-        return {**self.base, **CONFLUENT_PRODUCER_DEFAULTS, **self.config.extra, **overrides}
+    def producer(self, settings: ProducerSettings = ProducerSettings(),
+                 overrides: Mapping[str, Any] = _NONE) -> dict[str, Any]:
+        conf = {**self.base, **CONFLUENT_PRODUCER_DEFAULTS, **self.config.extra}
+        if settings.idempotent:
+            conf["enable.idempotence"] = True
+        if settings.delivery_timeout_ms is not None:
+            conf["message.timeout.ms"] = settings.delivery_timeout_ms
+        return {**conf, **overrides}
 
     def consumer(self, settings: ConsumerSettings, overrides: Mapping[str, Any] = _NONE) -> dict[str, Any]:
         conf = {
@@ -367,8 +390,14 @@ class KafkaPythonOptions:
     def _extra(self, known: Mapping[str, Any]) -> dict[str, Any]:
         return kafka_python_role_options(known, self.config.extra) if known else dict(self.config.extra)
 
-    def producer(self, known: Mapping[str, Any] = _NONE, overrides: Mapping[str, Any] = _NONE) -> dict[str, Any]:
-        return {**self.base, **KAFKA_PYTHON_PRODUCER_DEFAULTS, **self._extra(known), **overrides}
+    def producer(self, settings: ProducerSettings = ProducerSettings(), known: Mapping[str, Any] = _NONE,
+                 overrides: Mapping[str, Any] = _NONE) -> dict[str, Any]:
+        conf = {**self.base, **KAFKA_PYTHON_PRODUCER_DEFAULTS, **self._extra(known)}
+        if settings.idempotent:
+            conf["enable_idempotence"] = True
+        if settings.delivery_timeout_ms is not None:
+            conf["delivery_timeout_ms"] = settings.delivery_timeout_ms
+        return {**conf, **overrides}
 
     def consumer(self, settings: ConsumerSettings, known: Mapping[str, Any] = _NONE,
                  overrides: Mapping[str, Any] = _NONE, assignor: Any = None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import NewTopic as CkNewTopic
 
 from .base import ConsumerBase, ProducerBase, record_headers, wait_for_topics
-from .config import ConfluentOptions, ConsumerSettings
+from .config import ConfluentOptions, ConsumerSettings, ProducerSettings
 from .interfaces import Admin, Client, Consumer, Producer
 from .tansu import EndOffsetProbe
 from .values import (
@@ -76,8 +76,8 @@ class ConfluentClient(Client):
         super().__init__(config)
         self.options = ConfluentOptions(config, logger=librdkafka_log, on_error=_on_client_error)
 
-    def producer(self, **overrides: Any) -> Producer:
-        return _ConfluentProducer(self.options.producer(overrides))
+    def open_producer(self, settings: ProducerSettings, overrides: Mapping[str, Any]) -> Producer:
+        return _ConfluentProducer(self.options.producer(settings, overrides))
 
     def open_consumer(self, settings: ConsumerSettings, overrides: Mapping[str, Any]) -> Consumer:
         return _ConfluentConsumer(self.options.consumer(settings, overrides), settings.group_id,

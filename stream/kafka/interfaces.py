@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, TypeAlias
 
-from .config import ConsumerSettings, KafkaConfig
+from .config import ConsumerSettings, KafkaConfig, ProducerSettings
 from .values import DEFAULT_REQUEST_TIMEOUT, DEFAULT_SESSION_TIMEOUT_MS, NewTopic, OffsetReset, Record, TopicPartition
 
 __all__ = ["Admin", "Client", "Consumer", "Producer", "RebalanceCallback"]
@@ -191,9 +191,19 @@ class Client(abc.ABC):
         """The config :func:`open_client` uses when given none."""
         return KafkaConfig()
 
-    @abc.abstractmethod
-    def producer(self, **overrides: Any) -> Producer:
-        """A new producer; ``overrides`` are client-dialect settings."""
+    def producer(self, *, idempotent: bool = False, delivery_timeout_ms: int | None = None,
+                 **overrides: Any) -> Producer:
+        """A new producer (see :class:`ProducerSettings`); ``overrides`` are client-dialect settings
+        and win over everything else."""
+        return self.open_producer(ProducerSettings(idempotent, delivery_timeout_ms), overrides)
+
+    def open_producer(self, settings: ProducerSettings, overrides: Mapping[str, Any]) -> Producer:
+        """The implementation behind :meth:`producer` (call that one).
+
+        Every client in this package writes it; a wrapper (a test double, say)
+        may override :meth:`producer` itself instead.
+        """
+        raise NotImplementedError(f"{type(self).__name__} implements neither open_producer() nor producer()")
 
     def consumer(
         self,

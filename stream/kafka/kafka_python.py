@@ -22,7 +22,7 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.structs import OffsetAndMetadata
 
 from .base import ConsumerBase, ProducerBase, record_headers, wait_for_topics
-from .config import ConsumerSettings, KafkaPythonOptions
+from .config import ConsumerSettings, KafkaPythonOptions, ProducerSettings
 from .interfaces import Admin, Client, Consumer, Producer, RebalanceCallback
 from .tansu import EndOffsetProbe
 from .values import (
@@ -63,8 +63,8 @@ class KafkaPythonClient(Client):
         super().__init__(config)
         self.options = KafkaPythonOptions(config)
 
-    def producer(self, **overrides: Any) -> Producer:
-        return _KafkaPythonProducer(self.options.producer(KafkaProducer.DEFAULT_CONFIG, overrides))
+    def open_producer(self, settings: ProducerSettings, overrides: Mapping[str, Any]) -> Producer:
+        return _KafkaPythonProducer(self.options.producer(settings, KafkaProducer.DEFAULT_CONFIG, overrides))
 
     def open_consumer(self, settings: ConsumerSettings, overrides: Mapping[str, Any]) -> Consumer:
         conf = self.options.consumer(settings, KafkaConsumer.DEFAULT_CONFIG, overrides, assignor=RangePartitionAssignor)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .base import ConsumerBase, ProducerBase
-from .config import ConsumerSettings, KafkaConfig
+from .config import ConsumerSettings, KafkaConfig, ProducerSettings
 from .interfaces import Admin, Client, Consumer, Producer
 from .partitioner import murmur2_partition
 from .values import (
@@ -260,8 +260,8 @@ class MemoryClient(Client):
     def default_config(cls) -> KafkaConfig:
         return KafkaConfig(bootstrap_servers="memory://default")
 
-    def producer(self, **overrides: Any) -> Producer:
-        return _MemoryProducer(self.broker)
+    def open_producer(self, settings: ProducerSettings, overrides: Mapping[str, Any]) -> Producer:
+        return _MemoryProducer(self.broker)  # in process: every record lands once, in order, at once
 
     def open_consumer(self, settings: ConsumerSettings, overrides: Mapping[str, Any]) -> Consumer:
         if settings.auto_offset_reset not in ("earliest", "latest"):
