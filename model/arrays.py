@@ -1,8 +1,11 @@
-"""Growable arrays and compensated sums: the storage of the count tables (:mod:`model.state`).
+"""Growable arrays, compensated and exact sums: the storage of the count tables (:mod:`model.state`).
 
 Running sums are kept as ``hi + lo`` pairs (Knuth's TwoSum), so that adding a
-value and later subtracting it again restores the remainder exactly; see
-:class:`CompensatedArray`.
+value and later subtracting it again restores the remainder almost exactly; see
+:class:`CompensatedArray`. The totals per class, per term and of the model are
+*exact* (:class:`ExactArray`, :class:`ExactSum`): the rare rounding residual a
+pair cannot hold is kept beside it, so the value read is always the correctly
+rounded sum of what is live, whatever order things were added and removed in.
 """
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import math
 
 import numpy as np
 
-from .loops.sums import compensated_add
+from .loops.sums import compensated_add, exact_add_many, exact_running_sum
 
 
 def grow(array: np.ndarray, size: int) -> np.ndarray:
@@ -123,3 +126,196 @@ class CompensatedSum:
     def ldexp(self, exponent: int) -> None:
         self.hi = math.ldexp(self.hi, exponent)
         self.lo = math.ldexp(self.lo, exponent)
+
+
+#: A residual list longer than this is merged into its shortest exact form.
+_SPILL_MERGE_AT = 4
+
+
+def exact_partials(values) -> list[float]:
+    """Non-overlapping doubles, smallest first, whose sum is exactly the sum of ``values`` (Shewchuk).
+
+    >>> exact_partials([1e100, 1.0, -1e100, 1e-30])
+    [1e-30, 1.0]
+    """
+    partials: list[float] = []
+    for x in values:
+        i = 0
+        for y in partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            high = x + y
+            low = y - (high - x)
+            if low:
+                partials[i] = low
+                i += 1
+            x = high
+        partials[i:] = [x]
+    return [p for p in partials if p]
+
+
+class SpillBuffer:
+    """Scratch arrays the compiled exact additions write their residuals to (drained after every call)."""
+
+    __slots__ = ("index", "value", "count")
+
+    def __init__(self) -> None:
+        self.index = np.zeros(64, dtype=np.int64)
+        self.value = np.zeros(64)
+        self.count = np.zeros(1, dtype=np.int64)
+
+    def reserve(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Room for ``n`` residuals, count reset: the three buffer arguments of the exact loops."""
+        if len(self.index) < n:
+            self.index = np.zeros(max(n, 2 * len(self.index)), dtype=np.int64)
+            self.value = np.zeros(len(self.index))
+        self.count[0] = 0
+        return self.index, self.value, self.count
+
+
+#: One buffer for every exact array (the state's updates run one at a time).
+SPILL = SpillBuffer()
+
+
+class ExactArray(CompensatedArray):
+    """Running sums that are exact: ``hi + lo`` plus, rarely, residuals kept in ``spill``.
+
+    :meth:`get` returns the correctly rounded exact sum of every value added
+    (and not subtracted again), so it does not depend on the order of the
+    additions: a sum equals a from-scratch re-summation of its live terms bit
+    for bit. Without residuals that is ``hi + lo`` (one IEEE addition of an
+    exact pair rounds correctly); with them, ``math.fsum`` of the pair and the
+    residuals.
+
+    >>> sums, plain = ExactArray(1), CompensatedArray(1)
+    >>> for x in (1.0, 2.0 ** -60, 2.0 ** 80, -2.0 ** 80, -1.0):
+    ...     sums.add(0, x); plain.add(0, x)
+    >>> float(sums.get(0)) == 2.0 ** -60, float(plain.get(0))
+    (True, 0.0)
+    """
+
+    __slots__ = ("spill",)
+
+    def __init__(self, size: int = 0) -> None:
+        super().__init__(size)
+        self.spill: dict[int, list[float]] = {}  # index -> residuals beyond hi + lo (rare)
+
+    def exact(self, j: int) -> float:
+        """The correctly rounded sum at ``j``."""
+        extra = self.spill.get(j)
+        return float(self.hi[j] + self.lo[j]) if extra is None else math.fsum([self.hi[j], self.lo[j], *extra])
+
+    def get(self, index=slice(None)) -> np.ndarray:
+        values = self.hi[index] + self.lo[index]
+        if not self.spill:
+            return values
+        if np.ndim(values) == 0:
+            return self.exact(int(index)) if int(index) in self.spill else values
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self.hi))
+            for j in self.spill:
+                if start <= j < stop and (j - start) % step == 0:
+                    values[(j - start) // step] = self.exact(j)
+            return values
+        positions = np.asarray(index)
+        if positions.dtype == bool:
+            positions = np.flatnonzero(positions)
+        hits = np.flatnonzero(np.isin(positions, np.fromiter(self.spill, dtype=np.int64, count=len(self.spill))))
+        for p in hits.tolist():
+            values[p] = self.exact(int(positions[p]))
+        return values
+
+    def add(self, index, values, distinct: bool = True) -> None:
+        """Add ``values`` at ``index`` in order, exactly (repeated indices accumulate)."""
+        if np.ndim(index) == 0:
+            index, values = np.array([index], dtype=np.int64), np.array([values], dtype=np.float64)
+        else:
+            index = np.asarray(index, dtype=np.int64)
+            values = (np.full(len(index), values, dtype=np.float64) if np.ndim(values) == 0
+                      else np.asarray(values, dtype=np.float64))
+        exact_add_many(self.hi, self.lo, index, values, *SPILL.reserve(len(index)))
+        self.take_spill(SPILL)
+
+    def take_spill(self, buffer: SpillBuffer) -> None:
+        """Keep the residuals a compiled exact loop left in ``buffer``."""
+        count = int(buffer.count[0])
+        if not count:
+            return
+        for j, r in zip(buffer.index[:count].tolist(), buffer.value[:count].tolist()):
+            extra = self.spill.setdefault(j, [])
+            extra.append(r)
+            if len(extra) > _SPILL_MERGE_AT:
+                self._merge(j)
+
+    def _merge(self, j: int) -> None:
+        """Rewrite ``j`` as its shortest exact form: the largest two partials in hi, lo, the rest as residuals."""
+        partials = exact_partials([self.hi[j], self.lo[j], *self.spill.pop(j)])
+        self.hi[j] = partials[-1] if partials else 0.0
+        self.lo[j] = partials[-2] if len(partials) > 1 else 0.0
+        if len(partials) > 2:
+            self.spill[j] = partials[:-2]
+
+    def zero(self, index) -> None:
+        super().zero(index)
+        if self.spill:
+            for j in np.atleast_1d(np.asarray(index, dtype=np.int64)).tolist():
+                self.spill.pop(j, None)
+
+    def clamp(self, index) -> None:
+        index = np.atleast_1d(np.asarray(index, dtype=np.int64))
+        negative = index[self.get(index) < 0]
+        if len(negative):
+            self.zero(negative)
+
+    def ldexp(self, exponent: int, size: int | None = None) -> None:
+        super().ldexp(exponent, size)
+        for extra in self.spill.values():
+            extra[:] = [math.ldexp(r, exponent) for r in extra]
+
+
+class ExactSum(CompensatedSum):
+    """A scalar :class:`ExactArray`.
+
+    >>> total = ExactSum()
+    >>> for x in (1.0, 2.0 ** -60, 2.0 ** 80, -2.0 ** 80, -1.0):
+    ...     total.add(x)
+    >>> total.value == 2.0 ** -60
+    True
+    """
+
+    __slots__ = ("spill",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spill: list[float] = []
+
+    @property
+    def value(self) -> float:
+        return self.hi + self.lo if not self.spill else math.fsum([self.hi, self.lo, *self.spill])
+
+    def add(self, x: float) -> None:
+        self.add_many(np.array([x], dtype=np.float64))
+
+    def add_many(self, values: np.ndarray) -> None:
+        """Add ``values`` one by one, in order, exactly."""
+        _, residuals, count = SPILL.reserve(len(values))
+        self.hi, self.lo = exact_running_sum(self.hi, self.lo, values, residuals, count)
+        if count[0]:
+            self.spill.extend(residuals[: int(count[0])].tolist())
+            if len(self.spill) > _SPILL_MERGE_AT:
+                partials = exact_partials([self.hi, self.lo, *self.spill])
+                self.hi = partials[-1] if partials else 0.0
+                self.lo = partials[-2] if len(partials) > 1 else 0.0
+                self.spill = partials[:-2]
+
+    def zero(self) -> None:
+        super().zero()
+        self.spill = []
+
+    def clamp(self) -> None:
+        if self.value < 0:
+            self.zero()
+
+    def ldexp(self, exponent: int) -> None:
+        super().ldexp(exponent)
+        self.spill = [math.ldexp(r, exponent) for r in self.spill]

@@ -76,7 +76,7 @@ class GenerativeTextModel:
     def __init__(self, spec: str = "uc_pd_jm_dp", *, multilabel: str = "per_label",
                  tokenizer: Tokenizer | None = None, half_life: float | None = None,
                  prune_below: float | None = None, max_documents: int | None = None,
-                 **params: Any) -> None:
+                 max_bytes: int | None = None, **params: Any) -> None:
         parsed = parse_spec(spec)
         if parsed.family != self.family:
             raise ValueError(f"{spec!r} is a {parsed.family.upper()} spec; use {parsed.family.upper()}(...)")
@@ -86,12 +86,15 @@ class GenerativeTextModel:
             raise ValueError("prune_below must be a positive weight")
         if max_documents is not None and int(max_documents) < 1:
             raise ValueError("max_documents must be at least 1")
+        if max_bytes is not None and int(max_bytes) < 1:
+            raise ValueError("max_bytes must be a positive number of bytes")
         self.spec: ModelSpec = parsed
         self.params: dict[str, Any] = resolve_params(parsed, params)
         self.multilabel = multilabel
         self.tokenizer = tokenizer or Tokenizer()
         self.state = CountState(check_half_life(half_life), prune_below=prune_below,
-                                max_documents=None if max_documents is None else int(max_documents))
+                                max_documents=None if max_documents is None else int(max_documents),
+                                max_bytes=None if max_bytes is None else int(max_bytes))
         self._lexicon: TermLexicon | None = None  # built on the first text scored
         self.rebuild_caches()
 
@@ -115,6 +118,7 @@ class GenerativeTextModel:
             "half_life": self.state.clock.half_life,
             "prune_below": self.state.prune_below,
             "max_documents": self.state.max_documents,
+            "max_bytes": self.state.max_bytes,
         }
 
     def __repr__(self) -> str:

@@ -8,7 +8,8 @@ A configuration is a plain dict::
      "half_life": null,                        # optional, seconds of event time
      "multilabel": "per_label",                # or "powerset"
      "tokenizer": {"ngrams": 1},               # optional
-     "prune_below": null, "max_documents": null}
+     "prune_below": null, "max_documents": null,  # memory bounds: a weight, documents,
+     "max_bytes": null}                           # and bytes (CountState.approx_bytes)
 
 A model family (:class:`model.mnb.MNB`, :class:`model.tdm.TDM`) registers itself
 here when its class is defined (:class:`model.base.GenerativeTextModel` does it for
@@ -27,7 +28,7 @@ from .spec import SpecError, parse_spec
 from .text import Tokenizer
 
 #: Keys a configuration may hold besides "model" and "params" (kernel_* are TDM's).
-OPTION_KEYS = ("half_life", "multilabel", "tokenizer", "prune_below", "max_documents", "kernel_sum",
+OPTION_KEYS = ("half_life", "multilabel", "tokenizer", "prune_below", "max_documents", "max_bytes", "kernel_sum",
                "kernel_bin_width")
 
 #: Model classes by family name (the spec prefix: "mnb", "tdm").

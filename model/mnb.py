@@ -97,9 +97,11 @@ class MNB(GenerativeTextModel):
     half_life : float, optional
         Half-life of the time decay in event-time units (seconds); ``None``
         disables decay.
-    prune_below, max_documents : optional
+    prune_below, max_documents, max_bytes : optional
         The memory bound: documents whose decayed weight falls below
-        ``prune_below``, and the oldest beyond ``max_documents``, are unlearned.
+        ``prune_below``, and the oldest (least decayed weight first) beyond
+        ``max_documents`` or while the model holds more than ``max_bytes``
+        (:meth:`model.state.CountState.approx_bytes`), are unlearned.
     **params
         The numbers of the spec, named as in MODEL.md: ``beta``, ``mu``,
         ``delta`` (a number or ``"kn"``), ``ups``, ``phi``, ``ups_idf``, ``theta``.

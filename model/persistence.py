@@ -35,7 +35,7 @@ import numpy as np
 from .decay import DecayClock
 from .factory import build_model, model_config
 from .arena import TermArena
-from .arrays import CompensatedArray, CompensatedSum
+from .arrays import CompensatedArray, ExactArray, ExactSum
 from .interner import Interner
 from .state import CountState, DocRecord
 
@@ -47,6 +47,8 @@ DEFAULT_MAX_BYTES = 8 * 1024**3
 _ALLOWED_DTYPES = {"<f8", "<i8", "<i4", "|u1", "|b1"}
 #: Compensated sums of CountState and what they are indexed by (stored as hi and ``_lo`` arrays).
 COMPENSATED = {"cls_docs": "class", "cls_mass": "class", "term_mass": "term", "term_df": "term", "ent_count": "entry"}
+#: Those that are exact sums (:class:`model.arrays.ExactArray`): their rare residuals travel in the header.
+EXACT = ("cls_docs", "cls_mass", "term_mass", "term_df")
 TOTALS = ("total_mass", "total_docs", "class_docs_total")
 
 
@@ -200,6 +202,9 @@ def dump(model: Model, handle: BinaryIO, extra: dict[str, Any] | None = None) ->
     for name in TOTALS:
         total = getattr(state, name)
         scalars[name] = [total.hi, total.lo]
+    residuals = _residuals(state)
+    if residuals:  # absent when there are none: the header (and the checksum) as before
+        scalars["residuals"] = residuals
     scalars.update(arena_used=arena.used, arena_garbage=arena.garbage)
     names = sorted(builders)
     digest = hashlib.sha256()
@@ -327,7 +332,7 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
             raise SnapshotError(f"{name} has {len(a[name])} rows for {sizes[size]} {size} ids")
         setattr(state, name, a[name].copy())
     for name, size in COMPENSATED.items():
-        sums = CompensatedArray()
+        sums = ExactArray() if name in EXACT else CompensatedArray()
         sums.hi, sums.lo = a[name].copy(), a[name + "_lo"].copy()
         if not (len(sums.hi) == len(sums.lo) == sizes[size]):
             raise SnapshotError(f"{name} has {len(sums.hi)} rows for {sizes[size]} {size} ids")
@@ -363,9 +368,10 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
                  "expired_documents", "class_version"):
         setattr(state, name, scalars[name])
     for name in TOTALS:
-        total = CompensatedSum()
+        total = ExactSum()
         total.hi, total.lo = (float(x) for x in scalars[name])
         setattr(state, name, total)
+    _restore_residuals(state, scalars.get("residuals") or {}, sizes)
     arena.garbage = scalars["arena_garbage"]
     if state.n_docs != len(state.docs) or state.ent_used != used:
         raise SnapshotError("document or entry counts disagree with the header")
@@ -374,6 +380,40 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
     model.rebuild_caches()
     model.restore_extra_state(ExtraState(meta.get("model_extra") or {}, per_document))
     return model
+
+
+def _residuals(state: CountState, ranks: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """The exact sums' residuals beyond their ``hi + lo`` pairs: ``{name: [[index, [residual, ...]], ...]}``.
+
+    With ``ranks`` the indices are the canonical ranks of the checksum (sorted by them), else the ids.
+    """
+    out: dict[str, Any] = {}
+    for name in EXACT:
+        spill = getattr(state, name).spill
+        if spill:
+            rank = None if ranks is None else ranks[COMPENSATED[name]]
+            items = [[int(j if rank is None else rank[j]), list(values)] for j, values in spill.items()]
+            out[name] = sorted(items)
+    for name in TOTALS:
+        if getattr(state, name).spill:
+            out[name] = list(getattr(state, name).spill)
+    return out
+
+
+def _restore_residuals(state: CountState, residuals: Any, sizes: dict[str, int]) -> None:
+    if not isinstance(residuals, dict):
+        raise SnapshotError("residuals of the exact sums are not a mapping")
+    for name, items in residuals.items():
+        if name in TOTALS:
+            getattr(state, name).spill = [float(r) for r in items]
+        elif name in EXACT:
+            spill = getattr(state, name).spill
+            for j, values in items:
+                if not 0 <= int(j) < sizes[COMPENSATED[name]]:
+                    raise SnapshotError(f"a residual of {name} refers to index {j}, out of range")
+                spill[int(j)] = [float(r) for r in values]
+        else:
+            raise SnapshotError(f"residuals of an unknown sum {name!r}")
 
 
 # ------------------------------------------------------------------ checksum
@@ -418,6 +458,9 @@ def state_checksum(model: Model) -> str:
     scalars = [[t.hi, t.lo] for t in (state.total_mass, state.total_docs, state.class_docs_total)]
     scalars += [state.n_docs, state.seq]
     digest.update(json.dumps(scalars).encode())
+    residuals = _residuals(state, {"class": class_rank, "term": term_rank})
+    if residuals:  # hashed only when there are any: checksums of models without them are as before
+        digest.update(json.dumps(residuals, sort_keys=True).encode())
     doc_order = sorted(state.docs)
     for doc_id in doc_order:
         record = state.docs[doc_id]

@@ -17,8 +17,12 @@ quantity              MODEL.md                             stored as
 ====================  ===================================  =========================
 
 All of them are in *stored* units of forward decay (see :mod:`model.decay`):
-true value = stored value * ``clock.scale()``. Sums are compensated
-(:class:`model.arrays.CompensatedArray`): read them with ``.get(index)`` / ``.value``.
+true value = stored value * ``clock.scale()``. Entries are compensated sums
+(:class:`model.arrays.CompensatedArray`); the per-class, per-term and model
+totals are exact (:class:`model.arrays.ExactArray`, :class:`model.arrays.ExactSum`):
+each reads as the correctly rounded sum of its live documents' contributions,
+equal bit for bit to a from-scratch re-summation (:meth:`CountState.resum_totals`)
+whatever was learned and unlearned before. Read them with ``.get(index)`` / ``.value``.
 
 Exactness of unlearning: each document keeps the weights it contributed
 (:class:`DocRecord`), so removing it subtracts exactly what was added. Every
@@ -38,13 +42,19 @@ import numpy as np
 
 from .decay import REBASE_AFTER_HALF_LIVES, DecayClock
 from .arena import TermArena
-from .arrays import CompensatedArray, CompensatedSum, grow
+from .arrays import SPILL, CompensatedArray, ExactArray, ExactSum, grow
 from .interner import Interner
 from .loops.entries import DONE, NEED_ENTRIES, add_entries, count_terms, remove_entries
-from .loops.sums import compensated_running_sum
 
 #: Weights below this (in true units) would underflow when rescaled; such documents expire.
 _UNDERFLOW = 1e-280
+
+#: What the memory bound in bytes (:meth:`CountState.approx_bytes`) charges beyond the state's arrays,
+#: measured on this machine (docs/RELIABILITY.md, "Bounded memory"): a live document (its record, id,
+#: three array headers, dictionary and heap slots), each of its terms (id, weight, raw count), a
+#: term (name object, two dictionary slots, the vocabulary table, caches) plus each byte of its name,
+#: and an entry (posting weights and discount caches of the scoring side).
+DOC_BYTES, DOC_TERM_BYTES, TERM_BYTES, TERM_NAME_BYTES, ENTRY_BYTES = 900, 24, 300, 2, 48
 
 
 class DocRecord:
@@ -99,20 +109,25 @@ class CountState:
     """
 
     def __init__(self, half_life: float | None = None, *, prune_below: float | None = None,
-                 max_documents: int | None = None) -> None:
+                 max_documents: int | None = None, max_bytes: int | None = None) -> None:
         self.clock = DecayClock(half_life)
         self.prune_below = prune_below
         self.max_documents = max_documents
+        self.max_bytes = max_bytes
+        #: Bytes per term of a document beyond DOC_TERM_BYTES that a family keeps (TDM's document postings).
+        self.family_doc_term_bytes = 0
+        self.doc_terms = 0  # terms summed over the live documents (their records' lengths)
+        self.term_name_bytes = 0  # characters of the live terms' names
         self.classes = Interner()
         self.terms = Interner()
         # per class
-        self.cls_docs = CompensatedArray()
-        self.cls_mass = CompensatedArray()
+        self.cls_docs = ExactArray()
+        self.cls_mass = ExactArray()
         self.cls_refs = np.zeros(0, dtype=np.int64)
         self.cls_entries = np.zeros(0, dtype=np.int64)
         # per term
-        self.term_mass = CompensatedArray()
-        self.term_df = CompensatedArray()
+        self.term_mass = ExactArray()
+        self.term_df = ExactArray()
         self.term_refs = np.zeros(0, dtype=np.int64)
         self.term_raw = np.zeros(0)
         self.arena = TermArena()  # term -> its entries; arena.length[n] = classes holding n
@@ -125,9 +140,9 @@ class CountState:
         self.free_top = 0
         self.ent_used = 0  # high-water mark of slots
         # totals
-        self.total_mass = CompensatedSum()
-        self.total_docs = CompensatedSum()
-        self.class_docs_total = CompensatedSum()  # sum_l N(l): differs from I when documents carry several classes
+        self.total_mass = ExactSum()
+        self.total_docs = ExactSum()
+        self.class_docs_total = ExactSum()  # sum_l N(l): differs from I when documents carry several classes
         self.n_docs = 0
         self.n_vocab = 0  # terms with at least one entry: V of the uniform background
         self.n1 = 0  # terms whose raw count is exactly 1 (Kneser-Ney estimate)
@@ -161,7 +176,31 @@ class CountState:
         return self.free_stack[: self.free_top].tolist()
 
     def tracks_expiry(self) -> bool:
-        return self.prune_below is not None or self.max_documents is not None
+        return self.prune_below is not None or self.max_documents is not None or self.max_bytes is not None
+
+    def approx_bytes(self) -> int:
+        """The memory the model holds, in bytes, as the memory bound counts it (``O(1)``).
+
+        The state's arrays at their allocated size, plus per live document,
+        document term, term, name character and entry what its Python objects
+        and the scoring caches cost (``DOC_BYTES`` ... ``ENTRY_BYTES``).
+        """
+        arena = self.arena
+        arrays = (self.cls_refs.nbytes + self.cls_entries.nbytes + self.term_refs.nbytes + self.term_raw.nbytes
+                  + self.ent_class.nbytes + self.ent_term.nbytes + self.ent_refs.nbytes + self.free_stack.nbytes
+                  + arena.slot.nbytes + arena.cls.nbytes + arena.start.nbytes + arena.length.nbytes
+                  + arena.capacity.nbytes)
+        for sums in (self.cls_docs, self.cls_mass, self.term_mass, self.term_df, self.ent_count):
+            arrays += sums.hi.nbytes + sums.lo.nbytes
+        return int(arrays + DOC_BYTES * self.n_docs + (DOC_TERM_BYTES + self.family_doc_term_bytes) * self.doc_terms
+                   + TERM_BYTES * len(self.terms) + TERM_NAME_BYTES * self.term_name_bytes
+                   + ENTRY_BYTES * self.n_entries)
+
+    def _release_term(self, t: int) -> None:
+        """Give a term without documents its id back (and its arena region)."""
+        self.term_name_bytes -= len(self.terms.names[t])
+        self.terms.remove(t)
+        self.arena.release(t)
 
     # ------------------------------------------------------------- interning
     def intern_terms(self, term_keys: list[str], added: list[str] | None = None) -> np.ndarray:
@@ -170,7 +209,11 @@ class CountState:
         New keys must be strings (``TypeError`` otherwise, and nothing is
         added); keys already interned are strings by construction.
         """
+        added = [] if added is None else added
+        first_new = len(added)
         ids = self.terms.ids_of(term_keys, added)
+        if len(added) > first_new:
+            self.term_name_bytes += sum(map(len, added[first_new:]))
         cap = self.terms.capacity
         if cap > len(self.term_refs):
             self.term_mass.grow(cap)
@@ -203,8 +246,7 @@ class CountState:
                 ids = np.unique(candidates)
                 for t in ids[(self.term_refs[ids] == 0) & (self.arena.length[ids] == 0)].tolist():
                     if self.terms.names[t] is not None:
-                        self.terms.remove(t)
-                        self.arena.release(t)
+                        self._release_term(t)
 
     def _class_ids(self, class_keys: Iterable[str]) -> tuple[int, ...]:
         ids = tuple(map(self.classes.ids.get, class_keys))
@@ -257,7 +299,8 @@ class CountState:
             status, at = add_entries(terms, classes, values, at, arena.slot, arena.cls, arena.start, arena.length,
                                      arena.capacity, self.ent_class, self.ent_term, self.ent_count.hi,
                                      self.ent_count.lo, self.ent_refs, self.free_stack, self.term_mass.hi,
-                                     self.term_mass.lo, self.cls_entries, counters)
+                                     self.term_mass.lo, self.cls_entries, counters, *SPILL.reserve(len(terms)))
+            self.term_mass.take_spill(SPILL)
             if status == DONE:
                 break
             if status == NEED_ENTRIES:
@@ -343,7 +386,9 @@ class CountState:
         factor_of = np.array(factors)
         owner = np.repeat(np.arange(n_batch), lengths)  # document of each term position
         term_factor = factor_of[owner]
-        d1, d2 = count_terms(terms, term_factor, raw, self.term_df.hi, self.term_df.lo, self.term_refs, self.term_raw)
+        d1, d2 = count_terms(terms, term_factor, raw, self.term_df.hi, self.term_df.lo, self.term_refs, self.term_raw,
+                             *SPILL.reserve(len(terms)))
+        self.term_df.take_spill(SPILL)
         self.n1 += d1
         self.n2 += d2
         # one (document, class) pair per class a document counts under, in document order
@@ -352,11 +397,10 @@ class CountState:
         pair_doc = (np.arange(n_batch) if len(pair_class) == n_batch
                     else np.repeat(np.arange(n_batch), np.fromiter(map(len, doc_classes), dtype=np.int64)))
         pair_factor = factor_of[pair_doc]
-        self.total_docs.hi, self.total_docs.lo = compensated_running_sum(self.total_docs.hi, self.total_docs.lo,
-                                                                         factor_of)
-        self.class_docs_total.hi, self.class_docs_total.lo = compensated_running_sum(
-            self.class_docs_total.hi, self.class_docs_total.lo, pair_factor)
+        self.total_docs.add_many(factor_of)
+        self.class_docs_total.add_many(pair_factor)
         self.n_docs += n_batch
+        self.doc_terms += len(terms)
         if self.touched_classes is not None:
             self.touched_classes.update(pair_class.tolist())
         self.cls_docs.add(pair_class, pair_factor)  # in document order
@@ -388,7 +432,9 @@ class CountState:
         raw = np.asarray(raw_counts, dtype=np.float64)
         n_terms = len(terms)
         term_factor = np.full(n_terms, factor)
-        d1, d2 = count_terms(terms, term_factor, raw, self.term_df.hi, self.term_df.lo, self.term_refs, self.term_raw)
+        d1, d2 = count_terms(terms, term_factor, raw, self.term_df.hi, self.term_df.lo, self.term_refs, self.term_raw,
+                             *SPILL.reserve(n_terms))
+        self.term_df.take_spill(SPILL)
         self.n1 += d1
         self.n2 += d2
         classes = self._class_ids(class_keys if type(class_keys) is tuple else tuple(class_keys))
@@ -397,6 +443,7 @@ class CountState:
         for _ in classes:
             self.class_docs_total.add(factor)
         self.n_docs += 1
+        self.doc_terms += n_terms
         if self.touched_classes is not None:
             self.touched_classes.update(classes)
         self.cls_docs.add(pair_class, np.full(len(classes), factor))
@@ -461,7 +508,7 @@ class CountState:
             self._add_entries(pair_terms, pair_of_term, pair_contrib)
         masses = doc_mass[pair_doc]
         self.cls_mass.add(pair_class, masses)  # in document order
-        self.total_mass.hi, self.total_mass.lo = compensated_running_sum(self.total_mass.hi, self.total_mass.lo, masses)
+        self.total_mass.add_many(masses)
 
     def remove_document(self, doc_id: str) -> DocRecord | None:
         """Unlearn a live document exactly; ``None`` if the id is not live."""
@@ -494,9 +541,9 @@ class CountState:
             if self._held_dead_terms is not None:
                 self._held_dead_terms.append(t)
             else:
-                self.terms.remove(t)
-                self.arena.release(t)
+                self._release_term(t)
         self.n_docs -= 1
+        self.doc_terms -= len(record.terms)
         self.total_docs.add(-factor)
         self.total_docs.clamp()
         if self.touched_classes is not None:
@@ -531,7 +578,7 @@ class CountState:
         if not len(terms):
             return
         contrib = weights * record.factor
-        mass = float(contrib.sum())
+        mass = float(np.bincount(np.zeros(len(contrib), dtype=np.intp), contrib, minlength=1)[0])  # in order, as learned
         n_classes = len(record.classes)
         for c in record.classes:
             self.cls_mass.add(c, -mass)
@@ -543,8 +590,16 @@ class CountState:
         remove_entries(np.tile(terms, n_classes), np.repeat(np.array(record.classes, dtype=np.int64), len(terms)),
                        np.tile(contrib, n_classes), arena.slot, arena.cls, arena.start, arena.length,
                        self.ent_count.hi, self.ent_count.lo, self.ent_refs, self.free_stack, self.term_mass.hi,
-                       self.term_mass.lo, self.cls_entries, self.cls_mass.hi, self.cls_mass.lo, counters)
+                       self.term_mass.lo, self.cls_entries, self.cls_mass.hi, self.cls_mass.lo, counters,
+                       *SPILL.reserve(n_classes * len(terms)))
+        self.term_mass.take_spill(SPILL)
         self._take_counters(counters)
+        # the loop zeroed terms and classes left without entries: their residuals go with them
+        if self.term_mass.spill:
+            self.term_mass.zero(terms[arena.length[terms] == 0])
+        if self.cls_mass.spill:
+            classes = np.array(record.classes, dtype=np.int64)
+            self.cls_mass.zero(classes[self.cls_entries[classes] == 0])
         if self.n_entries == 0:
             self.total_mass.zero()
 
@@ -581,7 +636,8 @@ class CountState:
                 continue
             too_light = self.prune_below is not None and factor * scale < self.prune_below
             too_many = self.max_documents is not None and self.n_docs > self.max_documents
-            if not (too_light or too_many):
+            too_big = self.max_bytes is not None and self.approx_bytes() > self.max_bytes
+            if not (too_light or too_many or too_big):
                 break
             heapq.heappop(self._expiry)
             before = self.n_entries
@@ -589,8 +645,60 @@ class CountState:
             self.pruned_documents += 1
             self.pruned_entries += before - self.n_entries
 
+    #: The exact totals :meth:`resum_totals` checks: arrays, then scalars.
+    EXACT_TOTALS = ("cls_docs", "cls_mass", "term_df", "term_mass")
+    EXACT_SCALARS = ("total_docs", "class_docs_total", "total_mass")
+
+    def resum_totals(self) -> int:
+        """Re-sum every per-class, per-term and model total from the live documents; the number that differed.
+
+        The from-scratch reference: ``N(l)`` and ``I_n`` sum the documents'
+        decay factors, ``C(l)`` each document's mass (its contributions summed
+        in order, as learning adds it), ``C(n)`` the contributions per class a
+        document counts under. The totals are exact sums (:class:`ExactArray`),
+        so they equal this bit for bit and the count is 0; any other count is
+        drift (a bug), and the re-summed values replace the drifted ones.
+        """
+        fresh = {name: ExactArray(len(getattr(self, name))) for name in self.EXACT_TOTALS}
+        scalars = {name: ExactSum() for name in self.EXACT_SCALARS}
+        records = list(self.docs.values())
+        if records:
+            factors = np.array([r.factor for r in records])
+            lengths = np.fromiter(map(len, (r.terms for r in records)), dtype=np.int64, count=len(records))
+            terms = np.concatenate([r.terms for r in records]).astype(np.int64)
+            owner = np.repeat(np.arange(len(records)), lengths)
+            contrib = np.concatenate([r.weights for r in records]) * factors[owner]
+            mass = np.bincount(owner, contrib, minlength=len(records))  # each document's in order, as learned
+            n_classes = np.fromiter(map(len, (r.classes for r in records)), dtype=np.int64, count=len(records))
+            pair_class = np.fromiter(itertools.chain.from_iterable(r.classes for r in records), dtype=np.int64)
+            pair_doc = np.repeat(np.arange(len(records)), n_classes)
+            fresh["term_df"].add(terms, factors[owner])
+            fresh["cls_docs"].add(pair_class, factors[pair_doc])
+            fresh["cls_mass"].add(pair_class, mass[pair_doc])
+            repeats = n_classes[owner]  # a term's contribution counts once per class of its document
+            fresh["term_mass"].add(np.repeat(terms, repeats), np.repeat(contrib, repeats))
+            scalars["total_docs"].add_many(factors)
+            scalars["class_docs_total"].add_many(factors[pair_doc])
+            scalars["total_mass"].add_many(mass[pair_doc])
+        drift = 0
+        for name, sums in fresh.items():
+            mine: ExactArray = getattr(self, name)
+            differs = int(np.count_nonzero(mine.get(slice(0, len(sums.hi))) != sums.get()))
+            if differs:
+                drift += differs
+                setattr(self, name, sums)
+        for name, total in scalars.items():
+            if getattr(self, name).value != total.value:
+                drift += 1
+                setattr(self, name, total)
+        if drift:
+            self.epoch += 1
+        return drift
+
     def restored(self) -> None:
         """After a restore replaced the tables: rebuild the expiry heap, drop cached reads, start a new epoch."""
+        self.doc_terms = sum(len(r.terms) for r in self.docs.values())
+        self.term_name_bytes = sum(len(name) for name in self.terms.ids)
         self.rebuild_expiry()
         self._active = None
         self.epoch += 1

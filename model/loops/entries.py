@@ -1,11 +1,13 @@
 """Compiled updates of the count tables: document frequencies, and (class, term) entries found, created
-and freed in the term arena (:class:`model.arena.TermArena`) with compensated sums."""
+and freed in the term arena (:class:`model.arena.TermArena`) with compensated sums; the per-term totals
+(document frequency, term mass) are exact sums whose rare residuals go to the spill buffers
+(:func:`model.loops.sums.exact_add`)."""
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .sums import two_sum
+from .sums import exact_add, two_sum
 
 
 # Status codes of the entry loops: done, or which array needs to grow before resuming.
@@ -16,8 +18,9 @@ ENT_USED, FREE_TOP, ARENA_USED, ARENA_GARBAGE, VOCABULARY = 0, 1, 2, 3, 4
 
 @njit(cache=True, nogil=True)
 def count_terms(terms: np.ndarray, factors: np.ndarray, raw: np.ndarray, df_hi: np.ndarray, df_lo: np.ndarray,
-                refs: np.ndarray, term_raw: np.ndarray):  # pragma: no cover - compiled
-    """Count documents' terms in order: document frequency (+factor), references (+1), raw counts (+raw).
+                refs: np.ndarray, term_raw: np.ndarray, spill_index: np.ndarray, spill_value: np.ndarray,
+                spill_count: np.ndarray):  # pragma: no cover - compiled
+    """Count documents' terms in order: document frequency (+factor, exact), references (+1), raw counts (+raw).
 
     Returns the change in how many terms have a raw count of exactly 1 and of
     exactly 2 (the Kneser-Ney estimate's n1 and n2), followed term by term.
@@ -26,7 +29,7 @@ def count_terms(terms: np.ndarray, factors: np.ndarray, raw: np.ndarray, df_hi: 
     d2 = 0
     for i in range(terms.shape[0]):
         t = terms[i]
-        two_sum(df_hi, df_lo, t, factors[i])
+        exact_add(df_hi, df_lo, t, factors[i], spill_index, spill_value, spill_count)
         refs[t] += 1
         old = term_raw[t]
         new = old + raw[i]
@@ -59,7 +62,8 @@ def _find(arena_cls, start, length, klass):  # pragma: no cover - compiled
 def add_entries(pair_terms, pair_classes, pair_values, first,
                 arena_slot, arena_cls, term_start, term_length, term_capacity,
                 ent_class, ent_term, ent_hi, ent_lo, ent_refs, free_stack,
-                term_hi, term_lo, cls_entries, counters):  # pragma: no cover - compiled
+                term_hi, term_lo, cls_entries, counters, spill_index, spill_value,
+                spill_count):  # pragma: no cover - compiled
     """Add ``pair_values[i]`` to entry (term, class) for i = first.. in order, creating missing entries.
 
     An entry is found by binary search in its term's region of the arena (kept
@@ -116,7 +120,7 @@ def add_entries(pair_terms, pair_classes, pair_values, first,
             cls_entries[c] += 1
         two_sum(ent_hi, ent_lo, s, x)
         ent_refs[s] += 1
-        two_sum(term_hi, term_lo, t, x)
+        exact_add(term_hi, term_lo, t, x, spill_index, spill_value, spill_count)
     return DONE, pair_terms.shape[0]
 
 
@@ -124,11 +128,14 @@ def add_entries(pair_terms, pair_classes, pair_values, first,
 def remove_entries(pair_terms, pair_classes, pair_values,
                    arena_slot, arena_cls, term_start, term_length,
                    ent_hi, ent_lo, ent_refs, free_stack,
-                   term_hi, term_lo, cls_entries, cls_hi, cls_lo, counters):  # pragma: no cover - compiled
+                   term_hi, term_lo, cls_entries, cls_hi, cls_lo, counters, spill_index, spill_value,
+                   spill_count):  # pragma: no cover - compiled
     """Subtract what :func:`add_entries` added; an entry whose last document leaves is freed.
 
     A freed entry, a term without entries and a class without entries are
-    reset to exactly zero, so round-off can never keep them alive.
+    reset to exactly zero, so round-off can never keep them alive (the caller
+    drops the residuals of such terms and classes). The term mass is exact and
+    needs no clamping.
     """
     for i in range(pair_terms.shape[0]):
         t = pair_terms[i]
@@ -142,10 +149,7 @@ def remove_entries(pair_terms, pair_classes, pair_values,
         if ent_hi[s] + ent_lo[s] < 0.0:
             ent_hi[s] = 0.0
             ent_lo[s] = 0.0
-        two_sum(term_hi, term_lo, t, x)
-        if term_hi[t] + term_lo[t] < 0.0:
-            term_hi[t] = 0.0
-            term_lo[t] = 0.0
+        exact_add(term_hi, term_lo, t, x, spill_index, spill_value, spill_count)
         ent_refs[s] -= 1
         if ent_refs[s] == 0:
             ent_hi[s] = 0.0
