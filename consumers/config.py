@@ -20,6 +20,8 @@ from typing import Any, Mapping
 from sgm.stream.kafka import client_kinds
 
 ROLES = ("all", "trainer", "classifier")
+#: What the service does when the training topic was recreated or truncated (docs/RELIABILITY.md).
+LOG_RESET_POLICIES = ("rebuild", "stop")
 #: The registered Kafka client kinds (stream/kafka/registry.py): registering a client is enough.
 CLIENTS = client_kinds()
 
@@ -67,6 +69,19 @@ class ServiceConfig:
     metrics_address: str = _setting("127.0.0.1:9464", "HOST:PORT of the Prometheus metrics endpoint ('' disables it)")
     log_format: str = _setting("json", "log line format", choices=("json", "logfmt"))
     log_level: str = _setting("INFO", "log level", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    # -- safety (docs/RELIABILITY.md, "Field faults")
+    connect_timeout: float | None = _setting(None, "seconds to keep retrying Kafka at start before exiting with status 2 "
+                                             "(none: retry until it works)")
+    wait_for_training: bool = _setting(True, "score only once the training topic is applied up to its end offsets as "
+                                       "of the start (/ready answers 200 from then on)")
+    max_event_skew: float | None = _setting(86400.0, "dead-letter learn records whose event time lies more than this "
+                                            "many seconds ahead of this process's clock (none: no check)")
+    on_training_log_reset: str = _setting("rebuild", "when the training topic was recreated or truncated: rebuild the "
+                                          "model from the new log, or stop training (alert either way)",
+                                          choices=LOG_RESET_POLICIES)
+    poison_timeout: float = _setting(60.0, "seconds a partition may hold records behind its position without "
+                                     "delivering one before that record is probed; one the client cannot fetch is "
+                                     "dead-lettered and skipped")
     # -- model
     model: str = _setting("uc_pd_jm_dp", "model spec (affix string, MODEL.md); 'tdm_...' selects TDM")
     param: dict = _setting(None, "model parameter NAME=VALUE, repeatable (beta, mu, delta, ups, phi, ups_idf, theta, ...)")
@@ -77,6 +92,8 @@ class ServiceConfig:
     label_threshold: float | None = _setting(None, "per-label mode: output every label with posterior >= this")
     prune_below: float | None = _setting(None, "memory bound: unlearn documents whose decayed weight falls below this")
     max_documents: int | None = _setting(None, "memory bound: keep at most this many documents (oldest go first)")
+    max_model_bytes: int | None = _setting(None, "memory bound: prune the least weighted documents while the model "
+                                           "holds more than this many bytes")
 
     def __post_init__(self) -> None:
         if self.param is None:
@@ -89,6 +106,18 @@ class ServiceConfig:
             raise ValueError("topics need at least one partition")
         if self.top_k < 1:
             raise ValueError("top_k must be at least 1")
+        if self.on_training_log_reset not in LOG_RESET_POLICIES:
+            raise ValueError(f"on_training_log_reset must be one of {LOG_RESET_POLICIES}")
+        for name in ("connect_timeout", "max_event_skew", "max_model_bytes", "max_documents", "prune_below"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{flag(name)} must be positive (or none), got {value!r}")
+        if not self.poison_timeout > 0:
+            raise ValueError(f"--poison-timeout must be positive, got {self.poison_timeout!r}")
+        for name in ("snapshot_every_records", "snapshot_every_seconds", "snapshot_keep", "max_snapshot_bytes",
+                     "max_poll_records"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{flag(name)} must be positive, got {getattr(self, name)!r}")
 
     # ---------------------------------------------------------------- derived
     @property
@@ -112,9 +141,11 @@ class ServiceConfig:
         if self.config and self.model != _default("model"):
             out["model"] = self.model  # an explicit --model wins over the file
         out["params"].update(self.param)
-        for key in ("half_life", "multilabel", "prune_below", "max_documents", "tokenizer"):
-            value = getattr(self, key, None)
-            if value is not None and value != _default(key):
+        for key, attr in (("half_life", "half_life"), ("multilabel", "multilabel"), ("prune_below", "prune_below"),
+                          ("max_documents", "max_documents"), ("max_bytes", "max_model_bytes"),
+                          ("tokenizer", "tokenizer")):
+            value = getattr(self, attr, None)
+            if value is not None and value != _default(attr):
                 out[key] = value
             elif base.get(key) is not None:
                 out[key] = base[key]

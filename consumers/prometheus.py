@@ -12,14 +12,17 @@ request (every ``GAUGE_INTERVAL`` seconds, see consumers/service/gauges.py).
 from __future__ import annotations
 
 import math
+import socket
 import threading
 import time
 import collections
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, make_wsgi_app
 
 #: Latency buckets (seconds): 0.5 ms .. 30 s.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -127,6 +130,23 @@ class ServiceMetrics:
         self.transport_errors = Counter("sgm_transport_errors_total",
                                         "Kafka errors the loop survived (retried with backoff), by stage", ["stage"],
                                         registry=registry)
+        # -- field safety (docs/RELIABILITY.md)
+        self.ready = Gauge("sgm_ready", "1 when /ready answers 200: the loop runs and the model has applied the "
+                           "training topic up to its end offsets as of the start (and training is not stopped)",
+                           registry=registry)
+        self.training_log_resets = Counter(
+            "sgm_training_log_resets_total", "Times the training topic turned out to be another log than the one the "
+            "model's offsets refer to (recreated or truncated), by the policy applied (rebuild, stop)", ["policy"],
+            registry=registry)
+        self.training_stopped = Gauge("sgm_training_stopped", "1 while training is stopped by "
+                                      "--on-training-log-reset stop (the model no longer learns)", registry=registry)
+        self.totals_drift = Counter("sgm_model_totals_drift_total", "Model totals that differed from a re-summation "
+                                    "of the live documents before a snapshot (repaired; expected to stay 0)",
+                                    registry=registry)
+        self.partition_stalls = Counter(
+            "sgm_partition_stalls_total", "Partitions found holding records behind their position without delivering "
+            "any for --poison-timeout seconds, by source and outcome (skipped: the record was unfetchable and was "
+            "dead-lettered; fetchable: the consumer was re-created)", ["source", "outcome"], registry=registry)
         # CPU, resident memory and open files of the process, as sgm_process_*.
         ProcessCollector(namespace="sgm", registry=registry)
 
@@ -139,12 +159,19 @@ class ServiceMetrics:
         self._last_snapshot_at: float | None = None
         self._lock = threading.Lock()
         self._server = None
+        #: What ``/ready`` answers: ``(ready, reason)``; the service sets it (consumers/service/readiness.py).
+        self.readiness: Callable[[], tuple[bool, str]] = lambda: (False, "starting")
+        self.ready.set(0)
 
     # ------------------------------------------------------------------ endpoint
     def serve(self, address: str) -> tuple[str, int] | None:
-        """Expose ``/metrics`` on ``HOST:PORT`` (port 0 = any free port; ``[::]:9464`` for IPv6).
+        """Expose ``/metrics`` and ``/ready`` on ``HOST:PORT`` (port 0 = any free port; ``[::]:9464`` for IPv6).
 
-        Returns the bound ``(host, port)``, or None when ``address`` is empty (disabled).
+        ``/ready`` answers 200 ``ready`` when :attr:`readiness` says so, else 503
+        with the reason; every other path is the Prometheus exposition. Returns
+        the bound ``(host, port)``, or None when ``address`` is empty (disabled).
+        Raises ``ValueError`` for a malformed address and ``OSError`` when it
+        cannot be bound (port in use).
         """
         if not address:
             return None
@@ -152,7 +179,24 @@ class ServiceMetrics:
         if not sep or not port.isdigit():
             raise ValueError(f"metrics address must be HOST:PORT, got {address!r}")
         host = host.strip("[]") or "127.0.0.1"
-        server, _thread = start_http_server(int(port), addr=host, registry=self.registry)
+        metrics_app = make_wsgi_app(self.registry)
+
+        def app(environ, start_response):
+            if environ.get("PATH_INFO", "").rstrip("/") == "/ready":
+                ok, reason = self.readiness()
+                body = (("ready" if ok else f"not ready: {reason}") + "\n").encode()
+                start_response("200 OK" if ok else "503 Service Unavailable",
+                               [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
+                return [body]
+            return metrics_app(environ, start_response)
+
+        family, sockaddr = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][::4]
+
+        class Server(_ThreadingWSGIServer):
+            address_family = family
+
+        server = make_server(sockaddr[0], int(port), app, Server, handler_class=_QuietHandler)
+        threading.Thread(target=server.serve_forever, name="sgm-metrics", daemon=True).start()
         self._server = server
         return server.server_address[0], server.server_address[1]
 
@@ -259,6 +303,15 @@ class ServiceMetrics:
             for partition, lag in lags.items():
                 self.consumer_lag.labels(source, topic, str(partition)).set(max(lag, 0))
             self._lag_partitions[(source, topic)] = set(lags)
+
+
+class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # scrapes never keep the process alive
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args) -> None:  # noqa: A002 - the stdlib's signature
+        """No access log on stderr (a scrape every few seconds)."""
 
 
 def observe_values(histogram: Histogram, values) -> None:

@@ -253,12 +253,19 @@ def _open(data: bytes, max_bytes: int) -> tuple[zipfile.ZipFile, dict[str, Any]]
         raise SnapshotError("snapshot members must be stored uncompressed")
     try:
         meta = json.loads(archive.read("meta.json"))
-    except (KeyError, ValueError, zipfile.BadZipFile) as exc:
+    except (KeyError, ValueError, zipfile.BadZipFile, OSError) as exc:
         raise SnapshotError(f"snapshot header unreadable: {exc}") from None
+    except RecursionError:
+        raise SnapshotError("snapshot header unreadable: nested too deeply") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise SnapshotError("not an sgm model snapshot")
     if meta.get("version") != VERSION:
         raise SnapshotError(f"snapshot version {meta.get('version')!r} is not supported (this build reads {VERSION})")
+    for key, kind in (("arrays", list), ("config", dict), ("clock", dict), ("scalars", dict), ("extra", dict)):
+        if not isinstance(meta.get(key, kind()), kind):
+            raise SnapshotError(f"snapshot header field {key!r} is not a JSON {kind.__name__}")
+    if not all(isinstance(name, str) for name in meta.get("arrays", [])):
+        raise SnapshotError("snapshot header names an array by something else than a string")
     return archive, meta
 
 
@@ -286,7 +293,8 @@ def loads(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Model, di
         model = _rebuild(meta, arrays)
     except SnapshotError:
         raise
-    except (KeyError, IndexError, ValueError, TypeError, AssertionError) as exc:
+    except (KeyError, IndexError, ValueError, TypeError, AssertionError, AttributeError, OverflowError,
+            RecursionError) as exc:  # a crafted header: wrong types or shapes anywhere
         raise SnapshotError(f"snapshot is inconsistent: {exc!r}") from None
     if state_checksum(model) != meta.get("state_checksum"):
         raise SnapshotError("restored model does not match the snapshot's state checksum")
@@ -317,10 +325,23 @@ def _interner(names: list[str | None], free: np.ndarray) -> Interner:
     return interner
 
 
+def _number(value: Any, what: str, integer: bool = False, optional: bool = False) -> Any:
+    """A header number of the right JSON type (never a boolean), else :class:`SnapshotError`."""
+    if value is None and optional:
+        return None
+    kinds = (int,) if integer else (int, float)
+    if not isinstance(value, kinds) or isinstance(value, bool):
+        raise SnapshotError(f"snapshot header field {what} is not {'an integer' if integer else 'a number'}: {value!r}")
+    return value
+
+
 def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
     model = build_model(meta["config"])
     state: CountState = model.state
-    state.clock = DecayClock.from_dict(meta["clock"])
+    clock = meta["clock"]
+    for key in ("half_life", "origin", "now"):
+        _number(clock.get(key), f"clock.{key}", optional=True)
+    state.clock = DecayClock.from_dict(clock)
     state.classes = _interner(_unpack_strings(a["class_names"], a["class_name_lengths"]), a["class_free"])
     state.terms = _interner(_unpack_strings(a["term_names"], a["term_name_lengths"]), a["term_free"])
     n_cls, n_terms = state.classes.capacity, state.terms.capacity
@@ -366,13 +387,14 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
     scalars = meta["scalars"]
     for name in ("n_docs", "n_vocab", "n1", "n2", "seq", "ent_used", "pruned_documents", "pruned_entries",
                  "expired_documents", "class_version"):
-        setattr(state, name, scalars[name])
+        setattr(state, name, _number(scalars[name], f"scalars.{name}", integer=True))
     for name in TOTALS:
         total = ExactSum()
-        total.hi, total.lo = (float(x) for x in scalars[name])
+        hi, lo = scalars[name]
+        total.hi, total.lo = float(_number(hi, f"scalars.{name}")), float(_number(lo, f"scalars.{name}"))
         setattr(state, name, total)
     _restore_residuals(state, scalars.get("residuals") or {}, sizes)
-    arena.garbage = scalars["arena_garbage"]
+    arena.garbage = _number(scalars["arena_garbage"], "scalars.arena_garbage", integer=True)
     if state.n_docs != len(state.docs) or state.ent_used != used:
         raise SnapshotError("document or entry counts disagree with the header")
     state.restored()

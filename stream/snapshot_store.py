@@ -11,6 +11,11 @@ fsynced, renamed over the final name (an atomic step on POSIX file systems),
 and the directory is fsynced. A crash at any point leaves either the previous
 snapshots or the new one, never a torn file. Files are named by a sequence
 number; the highest is the latest; older ones beyond ``keep`` are deleted.
+
+A write that fails (disk full, permissions) removes its temporary file; a
+snapshot that would grow beyond ``max_bytes`` is abandoned as soon as it does
+(:class:`SnapshotTooLarge`): the store never publishes a file that
+:meth:`latest` would refuse to load.
 """
 from __future__ import annotations
 
@@ -24,6 +29,26 @@ from typing import BinaryIO, Callable
 from sgm.model.persistence import DEFAULT_MAX_BYTES, SnapshotError
 
 _NAME = re.compile(r"^snapshot-(\d{12})\.sgm$")
+
+
+class SnapshotTooLarge(SnapshotError):
+    """A snapshot being written grew beyond the store's ``max_bytes``: it was abandoned, not published."""
+
+
+class _LimitedFile:
+    """A binary file that refuses to grow beyond ``limit`` bytes (raises :class:`SnapshotTooLarge`)."""
+
+    def __init__(self, handle: BinaryIO, limit: int) -> None:
+        self._handle, self._limit = handle, limit
+
+    def write(self, data) -> int:
+        if self._handle.tell() + len(data) > self._limit:
+            raise SnapshotTooLarge(f"the snapshot grew beyond the {self._limit}-byte limit (--max-snapshot-bytes); "
+                                   "a snapshot that large would be refused at start, so it was not written")
+        return self._handle.write(data)
+
+    def __getattr__(self, name: str):  # tell, seek, flush, seekable, ...: the file's own
+        return getattr(self._handle, name)
 
 
 @dataclass(frozen=True)
@@ -89,19 +114,43 @@ class SnapshotStore:
         number = int(_NAME.match(existing[-1].name).group(1)) + 1 if existing else 1
         final = self.directory / f"snapshot-{number:012d}.sgm"
         temporary = self.directory / f".snapshot-{number:012d}.{os.getpid()}.tmp"
-        with open(temporary, "wb") as handle:
-            if callable(data):
-                data(handle)  # streamed: no copy of the snapshot in memory
-            else:
-                handle.write(data)
-            handle.flush()
-            size = handle.tell()
-            os.fsync(handle.fileno())
-        os.replace(temporary, final)
+        try:
+            with open(temporary, "wb") as handle:
+                limited = _LimitedFile(handle, self.max_bytes)
+                if callable(data):
+                    data(limited)  # streamed: no copy of the snapshot in memory
+                else:
+                    limited.write(data)
+                handle.flush()
+                size = handle.tell()
+                os.fsync(handle.fileno())
+            os.replace(temporary, final)
+        except BaseException:
+            try:
+                temporary.unlink(missing_ok=True)  # never leave a partial file behind (disk full, too large)
+            except OSError:
+                pass  # the original error says what is wrong with the directory
+            raise
         _fsync_directory(self.directory)
         for old in self.files()[: -self.keep]:
             old.unlink(missing_ok=True)
         return SavedSnapshot(final, size, time.perf_counter() - started, time.time())
+
+    def set_aside(self, name: str) -> str | None:
+        """Move every snapshot into the subdirectory ``name`` (never loaded from there); its path, or None.
+
+        For a model that is rebuilt from scratch: the old state is kept for the
+        operator, out of the way of :meth:`latest`.
+        """
+        files = self.files()
+        if not files:
+            return None
+        target = self.directory / name
+        target.mkdir(parents=True, exist_ok=True)
+        for path in files:
+            os.replace(path, target / path.name)
+        _fsync_directory(self.directory)
+        return str(target)
 
     def latest(self) -> tuple[Path, bytes] | None:
         """The newest snapshot's path and bytes, or ``None`` if there is none.

@@ -75,7 +75,8 @@ def oracle(train_records, score_records, model_config: dict):
 
     Independent of the service code: the validator, then a fresh model applying
     the valid training records in log order (ts falls back to the Kafka
-    timestamp, as documented in docs/SCHEMAS.md).
+    timestamp, as documented in docs/SCHEMAS.md); a learn whose event time lies
+    more than the default ``--max-event-skew`` ahead of now is refused.
     """
     model = build_model(model_config)
     train_reasons: dict[int, str] = {}
@@ -87,7 +88,10 @@ def oracle(train_records, score_records, model_config: dict):
             continue
         ts = parsed.ts if parsed.ts is not None else record.timestamp_ms / 1000.0
         doc = parsed.text if parsed.text is not None else parsed.terms
-        if parsed.op is Op.LEARN:
+        if parsed.op is Op.LEARN and ts > time.time() + ServiceConfig.max_event_skew:
+            # a learn from the future never moves the model's clock (docs/RELIABILITY.md)
+            train_reasons[record.offset] = ApplyReason.FUTURE_TIMESTAMP.value
+        elif parsed.op is Op.LEARN:
             try:
                 model.learn_one(doc, parsed.labels, ts=ts, id=parsed.id)
             except ValueError:

@@ -7,8 +7,6 @@ import signal
 import sys
 import threading
 
-from sgm.model.persistence import SnapshotError
-
 from .. import config as service_config
 from ..logs import setup_logging
 
@@ -20,9 +18,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..service import ConfigMismatch, Service
+    """Exit status: 0 after a graceful stop, 1 when the final snapshot failed, 2 when the process cannot start.
 
-    cfg = service_config.from_args(args)
+    Every start-up mistake (configuration, model parameters, snapshot, state
+    directory, metrics address, Kafka unreachable past ``--connect-timeout``)
+    is one line on stderr, ``sgm serve: <what>``, never a traceback.
+    """
+    from sgm.model import SpecError
+    from sgm.model.persistence import SnapshotError
+
+    from ..service import ConfigMismatch, Service, StartupError
+
+    try:
+        cfg = service_config.from_args(args)
+    except (ValueError, OSError) as exc:
+        return _cannot_start(exc)
     setup_logging(cfg.log_format, cfg.log_level)
     log.info("configuration", extra={"config": cfg.redacted()})
     stop = threading.Event()
@@ -34,9 +44,20 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        Service(cfg).run(stop)
-    except (SnapshotError, ConfigMismatch) as exc:
-        log.error("cannot start", extra={"error": str(exc)})
-        print(f"sgm serve: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        service = Service(cfg)
+        service.prepare()  # snapshot, model configuration, state directory, metrics endpoint: before Kafka
+    except (SnapshotError, ConfigMismatch, StartupError, SpecError, ValueError, OSError) as exc:
+        return _cannot_start(exc)
+    try:
+        return service.run(stop)
+    except StartupError as exc:
+        return _cannot_start(exc)
+
+
+def _cannot_start(exc: BaseException) -> int:
+    message = str(exc) if not isinstance(exc, OSError) or not exc.filename else (
+        f"{exc.filename}: {exc.strerror or exc}")
+    message = " ".join(message.split())  # one line, whatever the error text held
+    log.error("cannot start", extra={"error": message, "error_type": type(exc).__name__})
+    print(f"sgm serve: {message}", file=sys.stderr)
+    return 2

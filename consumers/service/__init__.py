@@ -15,6 +15,6 @@
 """
 from .checkpoint import ConfigMismatch
 from .dead_letters import fit_dead_letter
-from .loop import Service
+from .loop import Service, StartupError
 
-__all__ = ["ConfigMismatch", "Service", "fit_dead_letter"]
+__all__ = ["ConfigMismatch", "Service", "StartupError", "fit_dead_letter"]

@@ -33,9 +33,31 @@ from .retry import KafkaErrors
 
 log = logging.getLogger("sgm.service")
 
+#: After a failed snapshot the next try waits this long, doubling per failure in a row up to the maximum (s).
+SNAPSHOT_RETRY_MIN, SNAPSHOT_RETRY_MAX = 1.0, 60.0
+
 
 class ConfigMismatch(RuntimeError):
     """The snapshot on disk was made with another model configuration or topic."""
+
+
+@dataclass
+class LogIdentity:
+    """What a model remembers of the training log it applied (kept in its snapshots; log_identity.py)."""
+
+    topic_id: str | None = None
+    partitions: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic_id": self.topic_id, "partitions": self.partitions}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "LogIdentity":
+        if not isinstance(data, dict):
+            return cls()
+        topic_id, partitions = data.get("topic_id"), data.get("partitions")
+        return cls(topic_id if isinstance(topic_id, str) else None,
+                   partitions if isinstance(partitions, int) and not isinstance(partitions, bool) else None)
 
 
 @dataclass
@@ -54,6 +76,7 @@ class ModelState:
 
     model: GenerativeTextModel | None = None
     train_offsets: dict[int, int] = field(default_factory=dict)
+    log: LogIdentity = field(default_factory=LogIdentity)  # the training log the offsets refer to
 
     def info(self) -> dict[str, Any]:
         """Which model scored (written into every output): the training offsets it had applied, its
@@ -79,7 +102,12 @@ def restore(config: ServiceConfig, store: SnapshotStore, metrics: ServiceMetrics
     path, data = found
     try:
         model, extra = load_snapshot(data, max_bytes=config.max_snapshot_bytes)
-    except SnapshotError as exc:
+        if not isinstance(extra, dict) or not isinstance(extra.get("train_offsets", {}), dict):
+            raise SnapshotError("its offsets header is not a mapping")
+        offsets = {int(p): int(o) for p, o in extra.get("train_offsets", {}).items()}
+        if any(p < 0 or o < 0 for p, o in offsets.items()):
+            raise SnapshotError("it holds a negative partition or offset")
+    except (SnapshotError, TypeError, ValueError, OverflowError) as exc:
         raise SnapshotError(f"{path}: {exc}; refusing to start (move the file away to start from older state)") from None
     if extra.get("train_topic") != config.train_topic:
         raise ConfigMismatch(f"{path} holds training offsets of topic {extra.get('train_topic')!r}, "
@@ -88,10 +116,10 @@ def restore(config: ServiceConfig, store: SnapshotStore, metrics: ServiceMetrics
     if have != want:
         raise ConfigMismatch(f"{path} was made with model configuration {have}, but {want} was requested; "
                              "use another --state-dir (or delete it) to start a new model")
-    offsets = {int(p): int(o) for p, o in extra.get("train_offsets", {}).items()}
-    metrics.snapshot_restored(extra.get("written_at"))
+    written_at = extra.get("written_at")
+    metrics.snapshot_restored(written_at if isinstance(written_at, (int, float)) else None)
     log.info("restored snapshot", extra={"path": str(path), "documents": len(model), "train_offsets": offsets})
-    return ModelState(model, offsets)
+    return ModelState(model, offsets, LogIdentity.from_dict(extra.get("train_log")))
 
 
 class Checkpoint:
@@ -118,6 +146,8 @@ class Checkpoint:
         self.last_attempt = time.time()  # the schedule counts from the last snapshot written or failed
         self.last_written: float | None = None
         self.half_applied = False  # True while a training batch is half applied: never snapshot then
+        self.failures_in_row = 0  # snapshot writes that failed since the last one written
+        self.retry_at = 0.0  # no try before this time after a failure (backoff)
         # scoring side
         self.uncommitted: dict[TopicPartition, int] = {}  # acknowledged offsets a failed commit left behind
         self.acknowledged: dict[TopicPartition, int] = {}  # end of the last acknowledged batch per partition (lag)
@@ -140,44 +170,69 @@ class Checkpoint:
 
     def snapshot_due(self, now: float) -> bool:
         cfg = self.config
-        return bool(self.pending) and (self.pending >= cfg.snapshot_every_records
-                                       or now - self.last_attempt >= cfg.snapshot_every_seconds)
+        if not self.pending or now < self.retry_at:
+            return False
+        return self.pending >= cfg.snapshot_every_records or now - self.last_attempt >= cfg.snapshot_every_seconds
 
-    def snapshot(self) -> None:
-        """Write the model with its training offsets, atomically; a failed write is retried at the next trigger."""
+    def snapshot(self) -> bool:
+        """Write the model with its training offsets, atomically; True when written.
+
+        Before writing, every total of the model is re-summed from its live
+        documents (``CountState.resum_totals``): any drift is counted in
+        ``sgm_model_totals_drift_total``, logged and repaired. A failed write
+        (disk full, permissions, larger than ``--max-snapshot-bytes``) leaves
+        no partial file and is retried with a backoff (1 s doubling to 60 s),
+        the service serving meanwhile.
+        """
         started = time.perf_counter()
+        model = self.state.model
+        drift = model.state.resum_totals()
+        if drift:
+            self.metrics.totals_drift.inc(drift)
+            log.error("model totals drifted from a re-summation of the live documents; repaired",
+                      extra={"totals": drift})
         extra = {"train_topic": self.config.train_topic,
                  "train_offsets": {str(p): o for p, o in self.state.train_offsets.items()},
+                 "train_log": self.state.log.to_dict(),
                  "written_at": time.time(), "role": self.config.role}
-        model = self.state.model
         try:
             saved = self.store.save(lambda handle: model.write_snapshot(handle, extra))
-        except OSError as exc:  # disk full, permissions: keep serving, retry at the next trigger
+        except (OSError, SnapshotError) as exc:  # disk full, permissions, too large: keep serving, retry later
             self.last_attempt = time.time()
+            self.failures_in_row += 1
+            wait = min(SNAPSHOT_RETRY_MIN * 2 ** (self.failures_in_row - 1), SNAPSHOT_RETRY_MAX)
+            self.retry_at = self.last_attempt + wait
             self.metrics.snapshot_failures.inc()
-            log.error("snapshot failed; will retry", extra={"error": str(exc), "state_dir": self.config.state_dir})
-            return
+            log.error("snapshot failed; will retry", extra={"error": str(exc), "state_dir": self.config.state_dir,
+                                                            "retry_in": wait, "failures_in_row": self.failures_in_row})
+            return False
         finally:
             release_free_memory()  # the serialization buffers (about one array at a time) go back to the OS
         freeze_long_lived_heap()  # what was learned since the last snapshot is long-lived too
         self.pending = 0
+        self.failures_in_row, self.retry_at = 0, 0.0
         self.last_attempt = self.last_written = time.time()
         self.metrics.snapshot_written(saved.bytes, time.perf_counter() - started, self.last_written)
         log.info("snapshot written", extra={"path": str(saved.path), "bytes": saved.bytes,
                                             "train_offsets": self.state.train_offsets})
+        return True
 
-    def final_snapshot(self) -> None:
-        """At shutdown: save what was applied since the last snapshot, unless a batch was interrupted."""
+    def final_snapshot(self) -> bool:
+        """At shutdown: save what was applied since the last snapshot, unless a batch was interrupted.
+
+        False when the snapshot was needed and could not be written (the process then exits non-zero;
+        nothing is lost: a restart replays the records since the last snapshot from Kafka).
+        """
         if self.state.model is None or not self.pending:
-            return
+            return True
         if self.half_applied:
             # An exception interrupted a training batch: the model may hold part of it while the offsets
             # say otherwise. Restart from the last good snapshot instead (nothing is lost: the records are
             # still in Kafka).
             log.error("training batch interrupted; not writing a snapshot of a half-applied batch",
                       extra={"train_offsets": self.state.train_offsets})
-        else:
-            self.snapshot()
+            return True
+        return self.snapshot()
 
     # ------------------------------------------------------------------ scoring: commits
     def commit_batch(self, offsets: dict[TopicPartition, int]) -> None:

@@ -51,13 +51,18 @@ class Connections:
         self.producer = None
         self.train_consumer = None
         self.score_consumer = None
+        self._admin = None  # kept for the training log's identity checks (log_identity.py)
 
     def consumer_options(self) -> dict[str, Any]:
         """Options of every consumer the service opens: how long a fetch waits for data."""
         return {"fetch_wait_ms": self.config.fetch_wait_ms}
 
-    def connect(self, train_offsets: dict[int, int]) -> None:
-        """Create the topics (if configured), then open the producer and the consumers this role needs."""
+    def connect(self, train_offsets: dict[int, int], score: bool = True, timeout: float = 30.0) -> None:
+        """Create the topics (if configured), then open the producer and the consumers this role needs.
+
+        ``score=False`` leaves the scoring consumer closed (a classifier not ready yet); ``timeout``
+        bounds each wait (topic creation, the training topic's metadata).
+        """
         cfg = self.config
         if cfg.create_topics:
             with self.client.admin() as admin:
@@ -66,18 +71,33 @@ class Connections:
                     (cfg.score_topic, cfg.score_partitions, cfg.replication_factor),
                     (cfg.output_topic, cfg.score_partitions, cfg.replication_factor),
                     (cfg.dlq_topic, 1, cfg.replication_factor),
-                ])
+                ], timeout=timeout)
         if self.producer is None:
             self.producer = self.client.producer()
-        self.open_train_consumer(train_offsets)
-        if cfg.classifies:
+        self.open_train_consumer(train_offsets, timeout)
+        if cfg.classifies and score:
             self.open_score_consumer()
 
-    def open_train_consumer(self, train_offsets: dict[int, int]) -> None:
+    def train_topic_id(self) -> str | None:
+        """The training topic's id (``None``: the client or broker cannot tell); Kafka errors propagate."""
+        if self._admin is None:
+            self._admin = self.client.admin()
+        return self._admin.topic_id(self.config.train_topic, timeout=5.0)
+
+    def close_score_consumer(self) -> None:
+        """Leave the classifier group (its partitions go to the other replicas) until opened again."""
+        old, self.score_consumer = self.score_consumer, None
+        _close_quietly(old)
+
+    def close_train_consumer(self) -> None:
+        old, self.train_consumer = self.train_consumer, None
+        _close_quietly(old)
+
+    def open_train_consumer(self, train_offsets: dict[int, int], timeout: float = 30.0) -> None:
         """Assign every training partition and seek to the offsets the model holds (exactly once)."""
         cfg = self.config
         self.train_consumer = self.client.consumer(None, **self.consumer_options())
-        partitions = self._wait_for_partitions(self.train_consumer, cfg.train_topic)
+        partitions = self._wait_for_partitions(self.train_consumer, cfg.train_topic, timeout)
         if len(partitions) > 1:
             log.warning("training topic has several partitions: replicas agree only up to the order of records "
                         "across partitions", extra={"partitions": len(partitions)})
@@ -117,7 +137,9 @@ class Connections:
                     log.warning("error closing consumer", extra={"consumer": name, "error": str(exc)})
 
     def close(self) -> None:
-        """Close the consumers (leaving the group) and the producer (waiting for its deliveries)."""
+        """Close the consumers (leaving the group), the admin and the producer (waiting for its deliveries)."""
+        _close_quietly(self._admin)
+        self._admin = None
         for closable in (self.score_consumer, self.train_consumer):
             if closable is not None:
                 try:

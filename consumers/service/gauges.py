@@ -42,6 +42,7 @@ class Gauges:
         self.config, self.state, self.checkpoint, self.connections, self.metrics = (
             config, state, checkpoint, connections, metrics)
         self.last_refresh = 0.0
+        self.train_ends: dict[int, int] = {}  # the training partitions' end offsets at the last refresh
 
     def due(self, now: float) -> bool:
         return now - self.last_refresh >= GAUGE_INTERVAL
@@ -53,11 +54,13 @@ class Gauges:
         metrics.refresh_model(model.stats(), model.memory_bytes())
         metrics.refresh_snapshot(self.checkpoint.pending)
         # Every assigned training partition, also before its first record (a stuck trainer shows lag from zero).
-        train_tps = sorted(train_consumer.assignment())
+        self.train_ends = {}
+        train_tps = sorted(train_consumer.assignment()) if train_consumer is not None else []
         metrics.set_training_offsets({tp.partition: offsets.get(tp.partition, 0) for tp in train_tps})
         try:
             if train_tps:
                 ends = train_consumer.end_offsets(train_tps, timeout=2.0)
+                self.train_ends = {tp.partition: end for tp, end in ends.items()}
                 metrics.set_lag("train", self.config.train_topic,
                                 {tp.partition: end - offsets.get(tp.partition, 0) for tp, end in ends.items()})
             if score_consumer is not None:

@@ -16,27 +16,40 @@ carry the input id).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import Callable
 
+from sgm.model import build_model
 from sgm.stream.kafka import Client, KafkaTransportError, Record, open_client
 from sgm.stream.records import DEFAULT_LIMITS
 from sgm.stream.snapshot_store import SnapshotStore
 
 from ..config import ServiceConfig
 from ..prometheus import ServiceMetrics
-from .checkpoint import Checkpoint, ModelState, restore
+from .checkpoint import Checkpoint, LogIdentity, ModelState, restore
 from .connections import Connections
 from .dead_letters import DeadLetters
 from .gauges import Gauges
 from .housekeeping import freeze_long_lived_heap
+from .log_identity import LogReset, TrainingLog
 from .prequential import RecentPredictions
+from .readiness import Readiness
 from .retry import RESET_AFTER_ERRORS, RETRY_BACKOFF_MIN, KafkaErrors, next_backoff
 from .scoring import Scoring
+from .stalls import StallWatch
 from .training import Training
 
 log = logging.getLogger("sgm.service")
+
+
+#: Seconds one attempt to connect may wait (topic creation, metadata) before it counts as failed and is retried.
+ATTEMPT_TIMEOUT = 15.0
+
+
+class StartupError(RuntimeError):
+    """The process cannot start as configured (``sgm serve`` prints it on one line and exits 2)."""
 
 
 class Service:
@@ -88,6 +101,11 @@ class Service:
         self.scoring = Scoring(config, self.state, self.connections, self.checkpoint, self.dead_letters, recent,
                                self.metrics, self.errors, self.limits)
         self.gauges = Gauges(config, self.state, self.checkpoint, self.connections, self.metrics)
+        self.readiness = Readiness(config, self.state, self.metrics)
+        self.training_log = TrainingLog(config, self.state, self.connections)
+        self.training.on_below = self._records_below_offsets
+        self.stalls = StallWatch(config, self.state, self.connections, self.metrics, self.training.skip_unfetchable)
+        self.exit_status = 0  # 1 once a snapshot needed at shutdown could not be written
 
     # ------------------------------------------------------------------ what callers read
     @property
@@ -115,6 +133,22 @@ class Service:
         return self.connections.score_consumer
 
     # ------------------------------------------------------------------ lifecycle
+    def prepare(self) -> None:
+        """Everything that needs no Kafka: restore the model, check the state directory, open the metrics endpoint.
+
+        A corrupt or oversized snapshot, a snapshot of another configuration, a
+        state directory that cannot be written, an endpoint that cannot be
+        bound: each raises here (``SnapshotError``, ``ConfigMismatch``,
+        :class:`StartupError`) before the process touches Kafka.
+        """
+        self._restore()
+        self._check_state_dir()
+        try:
+            self._open_metrics_endpoint()
+        except OSError as exc:
+            raise StartupError(f"cannot serve metrics on --metrics-address {self.config.metrics_address!r}: "
+                               f"{exc.strerror or exc}") from None
+
     def start(self) -> None:
         """Restore the model, create topics, open consumers/producer, expose metrics.
 
@@ -122,31 +156,31 @@ class Service:
         process before it touches Kafka. :meth:`run` retries the Kafka part
         with backoff; a direct call raises :class:`KafkaTransportError`.
         """
-        self._restore()
-        self._open_metrics_endpoint()
+        self.prepare()
         self._connect()
         self._serve_metrics()
         freeze_long_lived_heap()
 
-    def run(self, stop: threading.Event, *, idle_exit: float | None = None) -> None:
-        """Loop until ``stop`` is set (or, with ``idle_exit``, after that many idle seconds).
+    def run(self, stop: threading.Event, *, idle_exit: float | None = None) -> int:
+        """Loop until ``stop`` is set (or, with ``idle_exit``, after that many idle seconds); the exit status.
 
         Kafka errors (:class:`KafkaTransportError`: timeouts, a frozen or
         unreachable broker, failed deliveries or commits) do not end the loop:
         each is logged with its stage, counted in ``sgm_transport_errors_total``
-        and retried after a backoff (0.1 s doubling to 5 s). Training stays
-        exactly once (the model and its offsets only move together), scoring
-        at least once. A bad snapshot or a configuration mismatch still stops
-        the process at start, as does any other exception (a bug).
+        and retried after a backoff (0.1 s doubling to 5 s); at start they are
+        retried until ``--connect-timeout`` passes (:class:`StartupError`).
+        Training stays exactly once (the model and its offsets only move
+        together), scoring at least once. A bad snapshot or a configuration
+        mismatch still stops the process at start, as does any other exception
+        (a bug). Returns 0, or 1 when the snapshot needed at shutdown failed.
         """
         errors = self.errors
         try:
             if not self.started.is_set():
-                self._restore()
-                self._open_metrics_endpoint()
-                self._retry(stop, self._connect)
+                self.prepare()
+                self._retry(stop, self._connect, deadline=self.config.connect_timeout)
                 if stop.is_set():
-                    return
+                    return self.exit_status
                 self._serve_metrics()
                 freeze_long_lived_heap()
             idle_since = time.monotonic()
@@ -170,15 +204,21 @@ class Service:
                     break
         finally:
             self.close()
+        return self.exit_status
 
     def close(self) -> None:
         """Snapshot, commit, leave the group and release everything (graceful shutdown)."""
+        self.readiness.running = False
         try:
-            self.checkpoint.final_snapshot()
+            if not self.checkpoint.final_snapshot():
+                self.exit_status = 1
+                log.error("final snapshot failed; on restart the records since the last snapshot are read again "
+                          "from Kafka", extra={"state_dir": self.config.state_dir})
         finally:
             self.checkpoint.final_commit()
             self.connections.close()
             self.metrics.up.labels(self.config.role).set(0)
+            self.metrics.ready.set(0)
             self.metrics.close()
 
     def _restore(self) -> None:
@@ -186,9 +226,80 @@ class Service:
             restored = restore(self.config, self.store, self.metrics)
             self.state.model, self.state.train_offsets = restored.model, restored.train_offsets
 
-    def _connect(self) -> None:
+    def _check_state_dir(self) -> None:
+        """Snapshots must be writable: find out now, not at the first snapshot (or the final one)."""
+        probe = self.store.directory / f".sgm-write-check.{os.getpid()}"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise StartupError(f"--state-dir {str(self.store.directory)!r} is not writable: {exc.strerror or exc}") from None
+
+    def _connect(self, timeout: float = 30.0) -> None:
+        """Open everything, check the training log is the one the model knows, and aim for catching up."""
+        cfg, connections = self.config, self.connections
         self.errors.stage = "start"
-        self.connections.connect(self.state.train_offsets)
+        connections.connect(self.state.train_offsets, score=False, timeout=timeout)
+        if self.readiness.stopped is None:
+            reset = self.training_log.check(connections.train_consumer)
+            if reset is not None:
+                self._on_log_reset(reset)
+        if self.readiness.stopped is None:
+            self.readiness.start(connections.train_consumer, cfg.train_topic)
+        else:
+            self.readiness.running = True
+        self._open_scoring_when_ready()
+
+    def _open_scoring_when_ready(self) -> None:
+        if self.config.classifies and self.connections.score_consumer is None and (
+                self.readiness.caught_up or self.readiness.stopped is not None):
+            self.errors.stage = "score_poll"
+            self.connections.open_score_consumer()
+
+    # ------------------------------------------------------------------ the training log's identity
+    def _records_below_offsets(self, below: dict[int, int]) -> bool:
+        """Records below the model's offsets arrived: the log may have been recreated (log_identity.py)."""
+        self.errors.stage = "train_check"
+        try:
+            reset = self.training_log.check(self.connections.train_consumer, below)
+        except KafkaTransportError:
+            # Undecided: read the batch again later from the model's offsets, never skip it unjudged.
+            self.connections.replace_train_consumer(self.state.train_offsets)
+            raise
+        if reset is None:
+            return False
+        self._on_log_reset(reset)
+        return True
+
+    def _on_log_reset(self, reset: LogReset) -> None:
+        """The training topic is another log than the model's offsets refer to: follow the configured policy."""
+        cfg, connections = self.config, self.connections
+        policy = cfg.on_training_log_reset
+        self.metrics.training_log_resets.labels(policy).inc()
+        log.error("training log reset: the training topic is not the log the model was built from", extra={
+            "topic": cfg.train_topic, "reason": reset.reason, "policy": policy, "train_offsets": self.state.train_offsets,
+            "documents": len(self.model), "partitions": reset.partitions})
+        if policy == "stop":
+            connections.close_train_consumer()
+            self.metrics.training_stopped.set(1)
+            self.readiness.stop(reset.reason)
+            log.error("training stopped (--on-training-log-reset stop): the model keeps what it learned and "
+                      "serves; restart with --on-training-log-reset rebuild, or with an empty --state-dir, to learn "
+                      "the new log", extra={"topic": cfg.train_topic})
+            return
+        aside = self.store.set_aside(f"before-reset-{time.strftime('%Y%m%dT%H%M%S')}")
+        starts = self.training_log.log_starts(connections.train_consumer, reset.partitions)
+        self.state.model = build_model(cfg.model_config())
+        self.state.train_offsets = {p: start for p, start in starts.items() if start > 0}
+        self.state.log = LogIdentity(reset.topic_id, len(reset.partitions))
+        self.checkpoint.pending = 0
+        connections.replace_train_consumer(self.state.train_offsets)
+        log.warning("rebuilding the model from the new training log", extra={
+            "topic": cfg.train_topic, "train_offsets": self.state.train_offsets, "old_snapshots": aside})
+        if self.readiness.running:
+            self.readiness.aim(connections.train_consumer, cfg.train_topic)
+            if cfg.wait_for_training and connections.score_consumer is not None:
+                connections.close_score_consumer()  # answer with the rebuilt model only once it caught up
 
     def _open_metrics_endpoint(self) -> None:
         # Before Kafka: a process retrying an unreachable broker is still scraped, with sgm_up 0 and
@@ -205,18 +316,29 @@ class Service:
                                            "train_offsets": self.train_offsets, "metrics": self.metrics_address})
         self.started.set()
 
-    def _retry(self, stop: threading.Event, action: Callable[[], None]) -> None:
-        """Run ``action`` until it succeeds or ``stop`` is set, backing off on Kafka errors."""
+    def _retry(self, stop: threading.Event, action: Callable[[float], None], deadline: float | None = None) -> None:
+        """Run ``action(timeout)`` until it succeeds or ``stop`` is set, backing off on Kafka errors (one log line
+        each); ``timeout`` bounds one attempt's waits.
+
+        With a ``deadline`` (seconds), give up once it has passed: :class:`StartupError`.
+        """
         backoff = RETRY_BACKOFF_MIN
+        started = time.monotonic()
         while not stop.is_set():
             try:
-                action()
+                left = None if deadline is None else deadline - (time.monotonic() - started)
+                action(ATTEMPT_TIMEOUT if left is None else max(1.0, min(ATTEMPT_TIMEOUT, left)))
                 return
             except KafkaTransportError as exc:
+                self.errors.in_row += 1
+                if deadline is not None and time.monotonic() - started + backoff > deadline:
+                    raise StartupError(f"could not reach Kafka at {self.config.bootstrap_servers} within "
+                                       f"--connect-timeout {deadline:g} s: {exc}") from None
                 self.errors.report(self.errors.stage, exc, retry_in=backoff)
                 self.connections.close_consumers()
                 stop.wait(backoff)
                 backoff = next_backoff(backoff)
+        self.errors.in_row = 0
 
     def _reset_consumer(self, stage: str) -> None:
         """Replace the consumer of a stage that keeps failing (a fatal client error does not heal)."""
@@ -237,21 +359,34 @@ class Service:
         """One round: apply available training records, then score one batch."""
         cfg, connections, errors = self.config, self.connections, self.errors
         worked = False
-        if connections.train_consumer is None:  # a reset failed half-way: open it again
+        training = self.readiness.stopped is None
+        if training and connections.train_consumer is None:  # a reset failed half-way: open it again
             errors.stage = "train_poll"
             connections.open_train_consumer(self.state.train_offsets)
-        if cfg.classifies and connections.score_consumer is None:
-            errors.stage = "score_poll"
-            connections.open_score_consumer()
+        self._open_scoring_when_ready()
         if self.dead_letters.unflushed:
             self.dead_letters.flush_training()
-        errors.stage = "train_poll"
         score_consumer = connections.score_consumer
-        records = connections.train_consumer.poll(cfg.max_poll_records,
-                                                  timeout=0.0 if score_consumer else cfg.poll_timeout)
-        if records:
-            self.training.apply(records)
-            worked = True
+        if training:
+            errors.stage = "train_poll"
+            train_consumer = connections.train_consumer
+            records = train_consumer.poll(cfg.max_poll_records, timeout=0.0 if score_consumer else cfg.poll_timeout)
+            if records:
+                self.training.apply(records)
+                worked = True
+            if not self.readiness.caught_up and self.readiness.progress(connections.train_consumer, cfg.train_topic,
+                                                                         bool(records)):
+                self._open_scoring_when_ready()
+            if self.training_log.due():
+                errors.stage = "train_check"
+                reset = self.training_log.check(connections.train_consumer)
+                if reset is not None:
+                    self._on_log_reset(reset)
+                elif {tp.partition for tp in connections.train_consumer.assignment()} != set(
+                        connections.train_consumer.partitions_for(cfg.train_topic)):
+                    connections.replace_train_consumer(self.state.train_offsets)  # partitions were added
+        elif not score_consumer:
+            time.sleep(cfg.poll_timeout)  # training stopped and nothing to score: do not spin
         if score_consumer is not None:
             errors.stage = "score_poll"
             records = score_consumer.poll(cfg.max_poll_records, timeout=0.0 if worked else cfg.poll_timeout)
@@ -265,6 +400,9 @@ class Service:
             self.checkpoint.snapshot()
         if self.gauges.due(now):
             self.gauges.refresh()
+            if training and self.gauges.train_ends:
+                self.stalls.check(self.gauges.train_ends)
+        self.readiness.publish()
         return worked
 
     # ------------------------------------------------------------------ entry points of the parts

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 from sgm.model import GenerativeTextModel, LearnGuardError
-from sgm.stream.kafka import KafkaTransportError, Record
+from sgm.model.text import term_counts
+from sgm.stream.kafka import KafkaTransportError, Record, TopicPartition
 from sgm.stream.records import DEFAULT_LIMITS, ApplyReason, DeadLetter, InvalidRecord, Limits, Op, Reason, parse_train
 
 from ..config import ServiceConfig
@@ -30,6 +31,7 @@ from ..prometheus import ServiceMetrics
 from .checkpoint import Checkpoint, ModelState
 from .connections import Connections
 from .dead_letters import DeadLetters
+from .event_time import EventTimeGuard, guard_for
 from .prequential import RecentPredictions
 
 log = logging.getLogger("sgm.service")
@@ -57,9 +59,26 @@ class TrainingEvents:
         """``record`` was applied or rejected and its partition's offset moved past it."""
 
 
+def too_many_text_terms(model: GenerativeTextModel, text: str, limits: Limits) -> int | None:
+    """The distinct terms of ``text`` under the model's tokenizer when over ``limits.max_terms``, else ``None``.
+
+    ``terms`` records are capped by the validator; a text is capped here, where the
+    tokenizer is known. Only texts long enough to hold that many terms are tokenized.
+    """
+    if model.tokenizer.ngrams * (len(text) // 2 + 1) <= limits.max_terms:
+        return None
+    distinct = len(term_counts(text, model.tokenizer)[0])
+    return distinct if distinct > limits.max_terms else None
+
+
 def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offsets: dict[int, int],
-                       events: TrainingEvents, limits: Limits = DEFAULT_LIMITS) -> None:
+                       events: TrainingEvents, limits: Limits = DEFAULT_LIMITS,
+                       guard: EventTimeGuard | None = None) -> None:
     """Apply training ``records`` to ``model``, advancing ``offsets`` (partition -> next offset) in place.
+
+    ``guard`` refuses learn records whose event time lies too far ahead of the
+    clock (``future_timestamp``, consumers/service/event_time.py); a text with
+    more distinct terms than ``limits.max_terms`` is refused as ``too_many_terms``.
 
     Examples
     --------
@@ -103,7 +122,14 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
             ts = parsed.ts if parsed.ts is not None else (
                 record.timestamp_ms / 1000.0 if record.timestamp_ms is not None else None)
             doc = parsed.text if parsed.text is not None else parsed.terms
-            if parsed.op is Op.LEARN:
+            ahead = guard.ahead(ts) if guard is not None and parsed.op is Op.LEARN else None
+            distinct = too_many_text_terms(model, parsed.text, limits) if parsed.text is not None else None
+            if ahead is not None:  # never let it move the model's clock
+                events.rejected(record, ApplyReason.FUTURE_TIMESTAMP, guard.detail(ts, ahead), parsed.id)
+            elif distinct is not None:
+                events.rejected(record, Reason.TOO_MANY_TERMS,
+                                f"text has {distinct} distinct terms, limit {limits.max_terms}", parsed.id)
+            elif parsed.op is Op.LEARN:
                 try:
                     model.check_labels(parsed.labels)  # refuse before batching: a batch must not fail midway
                 except ValueError as exc:
@@ -162,13 +188,38 @@ class Training(TrainingEvents):
                  limits: Limits = DEFAULT_LIMITS) -> None:
         self.config, self.state, self.checkpoint, self.dead_letters = config, state, checkpoint, dead_letters
         self.recent, self.metrics, self.connections, self.limits = recent, metrics, connections, limits
+        self.guard = guard_for(config.max_event_skew)
+        #: Called with ``{partition: lowest offset}`` when records below the model's offsets arrive; True when
+        #: the training log turned out to be another one (the service handled it: the batch is dropped and
+        #: read again from the new positions). Set by the service (log_identity.py).
+        self.on_below: Callable[[dict[int, int]], bool] | None = None
         self._dead: list[DeadLetter] = []
 
     def apply(self, records: list[Record]) -> None:
         """Apply one polled batch; then deliver its dead letters before anything else is read."""
+        if self.on_below is not None:
+            below = {}
+            for record in records:
+                if record.offset < self.state.train_offsets.get(record.partition, 0):
+                    below[record.partition] = min(below.get(record.partition, record.offset), record.offset)
+            if below and self.on_below(below):
+                return
         self._dead = dead = []
         with self.checkpoint.applying():  # until it ends, the model and the offsets may disagree
-            apply_in_log_order(self.state.model, records, self.state.train_offsets, self, self.limits)
+            apply_in_log_order(self.state.model, records, self.state.train_offsets, self, self.limits, self.guard)
+        if dead:
+            self.dead_letters.send_training(dead)
+
+    def skip_unfetchable(self, tp: TopicPartition, offset: int, detail: str) -> None:
+        """The record at ``offset`` cannot be fetched (stalls.py): dead-letter it by position and move past it."""
+        if self.state.train_offsets.get(tp.partition, 0) != offset:
+            return  # it moved meanwhile: nothing to skip
+        record = Record(tp.topic, tp.partition, offset, None, None)
+        self._dead = dead = []
+        with self.checkpoint.applying():
+            self.rejected(record, ApplyReason.UNFETCHABLE, detail)
+            self.state.train_offsets[tp.partition] = offset + 1
+            self.advanced(record)
         if dead:
             self.dead_letters.send_training(dead)
 

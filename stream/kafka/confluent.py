@@ -8,6 +8,7 @@ assignment, ``seek`` failing with ``_STATE`` right after ``assign``, and
 """
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 from collections.abc import Mapping
@@ -285,6 +286,14 @@ class _ConfluentConsumer(ConsumerBase):
     def _open_end_probe(self) -> EndOffsetProbe:
         return _ConfluentEndProbe(ConfluentOptions.end_probe(self._conf))
 
+    def position(self, tp: TopicPartition) -> int | None:
+        try:
+            found = self._consumer.position([_ck_tp(tp)])
+        except ck.KafkaException:
+            return None
+        offset = found[0].offset if found else -1
+        return int(offset) if offset >= 0 else None
+
     def partitions_for(self, topic: str) -> list[int]:
         try:
             metadata = self._consumer.list_topics(topic, timeout=DEFAULT_REQUEST_TIMEOUT)
@@ -319,7 +328,22 @@ class _ConfluentAdmin(Admin):
                 if exist_ok and _error_code(exc) == ck.KafkaError.TOPIC_ALREADY_EXISTS:
                     continue
                 raise KafkaTransportError(f"create topic {name!r}: {exc}") from exc
+            except concurrent.futures.TimeoutError:  # no broker answered (unreachable, or SASL refused us)
+                raise KafkaTransportError(f"create topic {name!r}: no answer from the brokers in {timeout:g} s") from None
         wait_for_topics(self, [name for name, _, _ in topics], timeout)
+
+    def topic_id(self, topic: str, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> str | None:
+        futures = self._admin.describe_topics(ck.TopicCollection([topic]), request_timeout=timeout)
+        try:
+            described = futures[topic].result(timeout)
+        except ck.KafkaException as exc:
+            if _error_code(exc) == ck.KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return None
+            raise KafkaTransportError(f"describe topic {topic!r}: {exc}") from exc
+        except concurrent.futures.TimeoutError:
+            raise KafkaTransportError(f"describe topic {topic!r}: no answer in {timeout:g} s") from None
+        topic_id = getattr(described, "topic_id", None)
+        return None if topic_id is None or str(topic_id) in ("", "AAAAAAAAAAAAAAAAAAAAAA") else str(topic_id)
 
     def list_topics(self, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, int]:
         try:

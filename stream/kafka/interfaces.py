@@ -150,6 +150,11 @@ class Consumer(_Closeable):
     def partitions_for(self, topic: str) -> list[int]:
         """Partition ids of ``topic``, sorted; empty if the topic does not exist."""
 
+    def position(self, tp: TopicPartition) -> int | None:
+        """The offset the next record of ``tp`` will come from, past records and transaction markers
+        already consumed; ``None`` when the client does not know it (yet)."""
+        return None
+
     @abc.abstractmethod
     def close(self) -> None:
         """Leave the group (``on_revoke`` runs first) and release the consumer."""
@@ -167,6 +172,12 @@ class Admin(_Closeable):
     @abc.abstractmethod
     def list_topics(self, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, int]:
         """``{topic: number of partitions}`` for every non-internal topic."""
+
+    def topic_id(self, topic: str, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> str | None:
+        """The id the broker gave ``topic`` when it was created (KIP-516: a topic deleted and created
+        again under the same name gets a new one); ``None`` if the topic does not exist or the client
+        or broker cannot tell."""
+        return None
 
 
 class Client(abc.ABC):

@@ -8,6 +8,8 @@ and (3.x) listeners running on the IO thread, where blocking calls raise.
 """
 from __future__ import annotations
 
+import contextlib
+
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -63,15 +65,28 @@ class KafkaPythonClient(Client):
         super().__init__(config)
         self.options = KafkaPythonOptions(config)
 
+    # kafka-python connects when a client is built: a broker it cannot reach (or that refuses its
+    # credentials) raises there, as a KafkaError of its own; the service retries KafkaTransportError.
     def open_producer(self, settings: ProducerSettings, overrides: Mapping[str, Any]) -> Producer:
-        return _KafkaPythonProducer(self.options.producer(settings, KafkaProducer.DEFAULT_CONFIG, overrides))
+        with _transport_errors("producer"):
+            return _KafkaPythonProducer(self.options.producer(settings, KafkaProducer.DEFAULT_CONFIG, overrides))
 
     def open_consumer(self, settings: ConsumerSettings, overrides: Mapping[str, Any]) -> Consumer:
         conf = self.options.consumer(settings, KafkaConsumer.DEFAULT_CONFIG, overrides, assignor=RangePartitionAssignor)
-        return _KafkaPythonConsumer(conf, settings.group_id, self.config.probe_end_offsets)
+        with _transport_errors("consumer"):
+            return _KafkaPythonConsumer(conf, settings.group_id, self.config.probe_end_offsets)
 
     def admin(self) -> Admin:
-        return _KafkaPythonAdmin(self.options.admin(KafkaAdminClient.DEFAULT_CONFIG))
+        with _transport_errors("admin client"):
+            return _KafkaPythonAdmin(self.options.admin(KafkaAdminClient.DEFAULT_CONFIG))
+
+
+@contextlib.contextmanager
+def _transport_errors(what: str):
+    try:
+        yield
+    except kafka.errors.KafkaError as exc:
+        raise KafkaTransportError(f"cannot open a Kafka {what}: {exc!r}") from exc
 
 
 class _KafkaPythonProducer(ProducerBase):
@@ -295,6 +310,13 @@ class _KafkaPythonConsumer(ConsumerBase):
         parts = self._consumer.partitions_for_topic(topic)
         return sorted(parts) if parts else []
 
+    def position(self, tp: TopicPartition) -> int | None:
+        try:
+            offset = self._consumer.position(_ktp(tp), timeout_ms=1000)
+        except (kafka.errors.KafkaError, AssertionError, ValueError):
+            return None
+        return int(offset) if offset is not None and offset >= 0 else None
+
     def _close(self) -> None:
         self._consumer.close(autocommit=False)  # runs on_revoke for a group member
 
@@ -330,6 +352,19 @@ class _KafkaPythonAdmin(Admin):
             if t.get("error_code", 0) == 0 and name and not name.startswith("__"):
                 out[name] = len(t["partitions"])
         return dict(sorted(out.items()))
+
+    def topic_id(self, topic: str, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> str | None:
+        try:
+            described = self._admin.describe_topics([topic])
+        except kafka.errors.UnknownTopicOrPartitionError:
+            return None
+        except kafka.errors.KafkaError as exc:
+            raise KafkaTransportError(f"describe topic {topic!r}: {exc!r}") from exc
+        for t in described:
+            if t.get("name", t.get("topic")) == topic and t.get("error_code", 0) == 0:
+                topic_id = t.get("topic_id")
+                return None if not topic_id or str(topic_id) == "00000000-0000-0000-0000-000000000000" else str(topic_id)
+        return None
 
     def close(self) -> None:
         self._admin.close()

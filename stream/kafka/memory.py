@@ -101,6 +101,7 @@ class MemoryBroker:
         self._groups: dict[str, _MemoryGroup] = {}
         self._commits: dict[str, dict[TopicPartition, int]] = {}
         self._log_start: dict[TopicPartition, int] = {}
+        self._topic_ids: dict[str, str] = {}
 
     @classmethod
     def named(cls, name: str) -> "MemoryBroker":
@@ -121,8 +122,26 @@ class MemoryBroker:
             if name in self._logs:
                 return False
             self._logs[name] = [[] for _ in range(partitions)]
+            self._topic_ids[name] = uuid.uuid4().hex
             self._changed.notify_all()
             return True
+
+    def delete_topic(self, name: str) -> bool:
+        """Delete a topic and its logs (DeleteTopics); False if there was none. Created again, it starts empty."""
+        with self._lock:
+            if self._logs.pop(name, None) is None:
+                return False
+            self._topic_ids.pop(name, None)
+            for tp in [tp for tp in self._log_start if tp.topic == name]:
+                del self._log_start[tp]
+            self._changed.notify_all()
+            return True
+
+    def topic_id(self, name: str) -> str | None:
+        with self._lock:
+            if name in self._logs and name not in self._topic_ids:  # auto-created by a producer
+                self._topic_ids[name] = uuid.uuid4().hex
+            return self._topic_ids.get(name)
 
     def topics(self) -> dict[str, int]:
         with self._lock:
@@ -448,6 +467,10 @@ class _MemoryConsumer(ConsumerBase):
     def partitions_for(self, topic: str) -> list[int]:
         return list(range(self._broker.partitions(topic)))
 
+    def position(self, tp: TopicPartition) -> int | None:
+        with self._broker._lock:
+            return self._positions.get(tp)
+
     def _close(self) -> None:
         if self._mode != "subscribed" or self.group_id is None:
             return
@@ -475,6 +498,9 @@ class _MemoryAdmin(Admin):
 
     def list_topics(self, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, int]:
         return self._broker.topics()
+
+    def topic_id(self, topic: str, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> str | None:
+        return self._broker.topic_id(topic)
 
     def close(self) -> None:
         pass

@@ -95,8 +95,16 @@ class ScoreRecord:
 # --------------------------------------------------------------------------- parsing
 
 
+def _no_surrogate(value: str, what: str) -> None:
+    """A lone surrogate (a JSON ``\\ud800`` escape) cannot be encoded as UTF-8: ``invalid_utf8``, as for text."""
+    bad = None if value.isascii() else _SURROGATE.search(value)
+    if bad:
+        raise InvalidRecord(Reason.INVALID_UTF8, f"{what} holds a lone surrogate at character {bad.start()}")
+
+
 def _check_id(obj: dict[str, Any], limits: Limits) -> str:
     doc_id = require_field(obj, "id", str, "a string")  # "id is required", "id must be a string, got ..."
+    _no_surrogate(doc_id, "id")
     if not doc_id:
         raise InvalidRecord(Reason.BAD_ID, "id is empty")
     if len(doc_id) > limits.max_id_chars:
@@ -119,6 +127,7 @@ def _check_labels(obj: dict[str, Any], limits: Limits) -> tuple[str, ...]:
         if not isinstance(label, str):
             raise InvalidRecord(Reason.WRONG_TYPE, f"labels must be an array of strings, found {json_type_name(label)}")
     unique = tuple(dict.fromkeys(labels))  # dedupe, keep first-seen order
+    _no_surrogate("".join(unique), "a label")
     if len(unique) > limits.max_labels:
         raise InvalidRecord(Reason.TOO_MANY_LABELS, f"{len(unique)} distinct labels, limit {limits.max_labels}")
     for label in unique:
@@ -139,6 +148,7 @@ def _check_terms(terms: Any, limits: Limits) -> dict[str, int | float]:
         raise InvalidRecord(Reason.WRONG_TYPE, f"terms must be an object of term: count, got {json_type_name(terms)}")
     if len(terms) > limits.max_terms:
         raise InvalidRecord(Reason.TOO_MANY_TERMS, f"{len(terms)} distinct terms, limit {limits.max_terms}")
+    _no_surrogate("".join(terms), "a term")
     for term, count in terms.items():
         # bool is an int subclass; "true" is not a count
         if type(count) is not int and type(count) is not float:

@@ -40,10 +40,12 @@ class Reason(enum.StrEnum):
 
 
 class ApplyReason(enum.StrEnum):
-    """Why a *valid* training record could not be applied to the model.
+    """Why a record the validator alone cannot judge was not applied.
 
     These come from the consumer, not the validator: the record parsed, but the
-    model refused it. Like :class:`Reason`, they label dead letters and metrics.
+    model refused it, its event time lies too far ahead of the consumer's clock,
+    or the Kafka client could not fetch it at all. Like :class:`Reason`, they
+    label dead letters and metrics.
 
     >>> ApplyReason.UNKNOWN_ID.value
     'unknown_id'
@@ -52,6 +54,8 @@ class ApplyReason(enum.StrEnum):
     UNKNOWN_ID = "unknown_id"  # unlearn/forget of an id the model does not hold (never learned, or pruned)
     UNLEARN_MISMATCH = "unlearn_mismatch"  # unlearn with labels other than those the id was learned with
     MODEL_REJECTED = "model_rejected"  # the model refused the document (e.g. an unusable label)
+    FUTURE_TIMESTAMP = "future_timestamp"  # a learn whose event time is beyond the allowed skew ahead of the clock
+    UNFETCHABLE = "unfetchable"  # the client could not fetch the record within its limits (too large): skipped
 
 
 class InvalidRecord(ValueError):

@@ -1,0 +1,60 @@
+"""The event-time guard: a learn record from the future must not move the model's clock.
+
+With decay, model time is the latest event time learned (MODEL.md section 7,
+``model/decay.py``); one record stamped years ahead (a producer's clock, a
+millisecond timestamp read as seconds that still passes the validator's
+3000-01-01 bound, a Kafka CreateTime of a skewed host) makes every earlier
+document decay away at once, and the record stays in the log for every replay.
+So the consumer compares each learn record's event time (its ``ts``, else the
+Kafka timestamp) with its own clock: more than ``max_skew`` seconds ahead and
+the record is refused (``future_timestamp``) before it reaches the model. Old
+event times stay valid: backfills and replays of old corpora are normal.
+
+The decision depends on the wall clock when the record is first applied. A
+replica that reads the same record much later (when its time has come) would
+accept it; with the default skew of a day the window where replicas could
+disagree is a record stamped between a day and a day plus the replica's lag
+ahead, which is what the dead letter, the metric and the alert are for.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+
+class EventTimeGuard:
+    """Refuses event times more than ``max_skew`` seconds ahead of ``clock()``.
+
+    Parameters
+    ----------
+    max_skew : float
+        Seconds an event time may lie ahead of the clock.
+    clock : callable
+        Epoch seconds now (``time.time``).
+
+    Examples
+    --------
+    >>> guard = EventTimeGuard(60.0, clock=lambda: 1_000_000.0)
+    >>> guard.ahead(1_000_030.0) is None, guard.ahead(999.0) is None, guard.ahead(1_000_090.0)
+    (True, True, 90.0)
+    """
+
+    def __init__(self, max_skew: float, clock: Callable[[], float] = time.time) -> None:
+        self.max_skew = float(max_skew)
+        self.clock = clock
+
+    def ahead(self, ts: float | None) -> float | None:
+        """Seconds ``ts`` lies ahead of the clock when that is more than the allowed skew, else ``None``."""
+        if ts is None:
+            return None
+        ahead = ts - self.clock()
+        return ahead if ahead > self.max_skew else None
+
+    def detail(self, ts: float, ahead: float) -> str:
+        return (f"event time {ts:.3f} is {ahead:.0f} s ahead of this process's clock (allowed: {self.max_skew:g} s); "
+                "it would move the model's clock and decay everything learned before it")
+
+
+def guard_for(max_skew: float | None) -> EventTimeGuard | None:
+    """The guard of a ``--max-event-skew`` setting (``None``: no check)."""
+    return None if max_skew is None else EventTimeGuard(max_skew)

@@ -1,0 +1,140 @@
+"""Poison records: a training partition that stops moving is probed, and a record no client can fetch is skipped.
+
+A record can be larger than the Kafka client will ever fetch: librdkafka
+refuses any response over ``receive.message.max.bytes`` (100 MB by default,
+the limit stated in ``stream/kafka/config.py``) and retries the same fetch for
+ever, so the partition stalls and the valid records behind it are never read,
+with no error surfacing to the application. The service notices such a stall
+and skips exactly that record, with a dead letter naming topic, partition and
+offset (``unfetchable``), so the partition keeps moving.
+
+A partition is *stalled* when, for ``--poison-timeout`` seconds, records wait
+beyond the model's offset (the broker answers the end offset) yet the offset
+does not move and the consumer's position has not passed it (transaction
+markers at the end of a log are not a stall). A stalled partition is *probed*:
+a fresh group-less consumer with the same settings fetches from that offset
+for up to ``PROBE_SECONDS``. If it gets the record (or moves past markers),
+the record is fetchable and only the service's consumer was stuck: it is
+re-created at the model's offsets. If it gets nothing while the broker keeps
+answering, the record is unfetchable: dead-lettered and skipped. A broker that
+does not answer decides nothing (a frozen broker is not a poison record).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+from sgm.stream.kafka import Client, KafkaTransportError, TopicPartition
+
+from ..config import ServiceConfig
+from ..prometheus import ServiceMetrics
+from .checkpoint import ModelState
+from .connections import Connections
+
+log = logging.getLogger("sgm.service")
+
+#: Seconds the probe consumer tries to fetch a stalled partition's record (at most the poison timeout).
+PROBE_SECONDS = 10.0
+
+
+class StallWatch:
+    """Finds stalled training partitions and decides, by probing, whether their next record is unfetchable.
+
+    Parameters
+    ----------
+    config : ServiceConfig
+    state : ModelState
+        The model's training offsets (the positions that must move).
+    connections : Connections
+        The training consumer; its client opens the probe.
+    metrics : ServiceMetrics
+    skip : callable
+        ``skip(tp, offset, detail)``: dead-letter the unfetchable record and move the offset past it.
+    clock : callable
+        Monotonic seconds.
+    """
+
+    def __init__(self, config: ServiceConfig, state: ModelState, connections: Connections, metrics: ServiceMetrics,
+                 skip: Callable[[TopicPartition, int, str], None], clock: Callable[[], float] = time.monotonic) -> None:
+        self.config, self.state, self.connections, self.metrics = config, state, connections, metrics
+        self.skip, self.clock = skip, clock
+        self.progress: dict[int, tuple[int, float]] = {}  # partition -> (offset, since when it has not moved)
+
+    def check(self, ends: dict[int, int]) -> None:
+        """Look at every training partition given its end offset ``ends[p]`` (read from the broker just now)."""
+        now, offsets = self.clock(), self.state.train_offsets
+        consumer = self.connections.train_consumer
+        if consumer is None:
+            return
+        for p, end in ends.items():
+            offset = offsets.get(p, 0)
+            seen = self.progress.get(p)
+            if seen is None or seen[0] != offset or end <= offset:
+                self.progress[p] = (offset, now)
+                continue
+            if now - seen[1] < self.config.poison_timeout:
+                continue
+            tp = TopicPartition(self.config.train_topic, p)
+            position = consumer.position(tp)
+            if position is not None and position > offset:
+                self.progress[p] = (offset, now)  # past markers: nothing was withheld
+                continue
+            self._probe(tp, offset, now - seen[1])
+            self.progress[p] = (offsets.get(p, 0), self.clock())
+
+    def _probe(self, tp: TopicPartition, offset: int, stalled_for: float) -> None:
+        seconds = min(PROBE_SECONDS, self.config.poison_timeout)
+        log.warning("training partition stalled: records wait beyond the model's offset but none arrives; probing",
+                    extra={"topic": tp.topic, "partition": tp.partition, "offset": offset,
+                           "stalled_seconds": round(stalled_for, 1), "probe_seconds": seconds})
+        fetchable = probe_fetch(self.connections.client, tp, offset, seconds, self.config.fetch_wait_ms)
+        if fetchable is None:
+            log.warning("probe inconclusive: the broker did not answer; nothing skipped",
+                        extra={"topic": tp.topic, "partition": tp.partition, "offset": offset})
+            return
+        if fetchable:
+            self.metrics.partition_stalls.labels("train", "fetchable").inc()
+            log.warning("the record is fetchable: re-creating the training consumer",
+                        extra={"topic": tp.topic, "partition": tp.partition, "offset": offset})
+            self.connections.replace_train_consumer(self.state.train_offsets)
+            return
+        self.metrics.partition_stalls.labels("train", "skipped").inc()
+        detail = (f"the Kafka client could not fetch the record at offset {offset} within its limits for "
+                  f"{stalled_for + seconds:.0f} s while the broker answered (larger than the client's fetch limit, "
+                  "stream/kafka/config.py); skipped")
+        self.skip(tp, offset, detail)
+        self.connections.replace_train_consumer(self.state.train_offsets)
+
+
+def probe_fetch(client: Client, tp: TopicPartition, offset: int, seconds: float, fetch_wait_ms: int) -> bool | None:
+    """Whether a fresh consumer fetches anything at ``tp``'s ``offset`` within ``seconds``.
+
+    True: a record at or past ``offset`` arrived, or the consumer moved past it
+    (markers); False: nothing, while the broker answered end offsets before and
+    after; None: the broker did not answer (inconclusive).
+    """
+    try:
+        consumer = client.consumer(None, fetch_wait_ms=fetch_wait_ms)
+    except KafkaTransportError:
+        return None
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, offset)
+        consumer.end_offsets([tp], timeout=5.0)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if any(record.offset >= offset for record in consumer.poll(10, timeout=0.5)):
+                return True
+            position = consumer.position(tp)
+            if position is not None and position > offset:
+                return True
+        end = consumer.end_offsets([tp], timeout=5.0)[tp]
+        return True if end <= offset else False
+    except KafkaTransportError:
+        return None
+    finally:
+        try:
+            consumer.close()
+        except Exception as exc:  # noqa: BLE001 - a probe that cannot close is dropped
+            log.debug("probe close failed", extra={"error": str(exc)})
