@@ -51,7 +51,7 @@ class Connections:
         self.producer = None
         self.train_consumer = None
         self.score_consumer = None
-        self._admin = None  # kept for the training log's identity checks (log_identity.py)
+        self._reader = None  # see offsets_reader
 
     def consumer_options(self) -> dict[str, Any]:
         """Options of every consumer the service opens: how long a fetch waits for data."""
@@ -78,11 +78,29 @@ class Connections:
         if cfg.classifies and score:
             self.open_score_consumer()
 
+    def offsets_reader(self):
+        """A group-less consumer that never fetches: the training topic's metadata and offsets come from it.
+
+        A fetch response larger than the client accepts (a poison record) breaks the connection of the
+        consumer that fetched it, and every request on it fails from then on; this one never fetches, so
+        the checks that find and skip such a record keep working (stalls.py, log_identity.py, readiness.py).
+        """
+        if self._reader is None:
+            self._reader = self.client.consumer(None, **self.consumer_options())
+        return self._reader
+
+    def drop_offsets_reader(self) -> None:
+        """After a Kafka error: the next :meth:`offsets_reader` is a new consumer."""
+        old, self._reader = self._reader, None
+        _close_quietly(old)
+
     def train_topic_id(self) -> str | None:
-        """The training topic's id (``None``: the client or broker cannot tell); Kafka errors propagate."""
-        if self._admin is None:
-            self._admin = self.client.admin()
-        return self._admin.topic_id(self.config.train_topic, timeout=5.0)
+        """The training topic's id (``None``: the client or broker cannot tell); Kafka errors propagate.
+
+        A fresh admin client each time: one kept open would cache the topic's metadata across its deletion.
+        """
+        with self.client.admin() as admin:
+            return admin.topic_id(self.config.train_topic, timeout=5.0)
 
     def close_score_consumer(self) -> None:
         """Leave the classifier group (its partitions go to the other replicas) until opened again."""
@@ -126,7 +144,8 @@ class Connections:
         self.open_score_consumer()
 
     def close_consumers(self) -> None:
-        """Drop both consumers (a start that failed half-way opens them again)."""
+        """Drop the consumers (a start that failed half-way opens them again)."""
+        self.drop_offsets_reader()
         for name in ("score_consumer", "train_consumer"):
             consumer = getattr(self, name)
             setattr(self, name, None)
@@ -137,9 +156,8 @@ class Connections:
                     log.warning("error closing consumer", extra={"consumer": name, "error": str(exc)})
 
     def close(self) -> None:
-        """Close the consumers (leaving the group), the admin and the producer (waiting for its deliveries)."""
-        _close_quietly(self._admin)
-        self._admin = None
+        """Close the consumers (leaving the group) and the producer (waiting for its deliveries)."""
+        self.drop_offsets_reader()
         for closable in (self.score_consumer, self.train_consumer):
             if closable is not None:
                 try:

@@ -59,7 +59,7 @@ class Gauges:
         metrics.set_training_offsets({tp.partition: offsets.get(tp.partition, 0) for tp in train_tps})
         try:
             if train_tps:
-                ends = train_consumer.end_offsets(train_tps, timeout=2.0)
+                ends = self.connections.offsets_reader().end_offsets(train_tps, timeout=2.0)
                 self.train_ends = {tp.partition: end for tp, end in ends.items()}
                 metrics.set_lag("train", self.config.train_topic,
                                 {tp.partition: end - offsets.get(tp.partition, 0) for tp, end in ends.items()})
@@ -78,4 +78,5 @@ class Gauges:
                         lags[tp.partition] = end - position
                 metrics.set_lag("score", self.config.score_topic, lags)
         except KafkaTransportError as exc:
+            self.connections.drop_offsets_reader()
             log.debug("lag refresh failed", extra={"error": str(exc)})

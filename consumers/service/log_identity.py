@@ -65,7 +65,7 @@ class TrainingLog:
         self.config, self.state, self.connections = config, state, connections
         self.last_check = time.monotonic()
 
-    def check(self, consumer, below: dict[int, int] | None = None) -> LogReset | None:
+    def check(self, below: dict[int, int] | None = None) -> LogReset | None:
         """Compare the topic now with what the model knows; a :class:`LogReset` if it is another log.
 
         ``below``: partitions where records below the model's offset were just
@@ -74,6 +74,7 @@ class TrainingLog:
         Kafka errors propagate (the caller retries).
         """
         self.last_check = time.monotonic()
+        consumer = self.connections.offsets_reader()
         topic = self.config.train_topic
         known, offsets = self.state.log, self.state.train_offsets
         partitions = consumer.partitions_for(topic)
@@ -128,11 +129,11 @@ class TrainingLog:
                 below[record.partition] = min(below.get(record.partition, record.offset), record.offset)
         return below
 
-    def log_starts(self, consumer, partitions: list[int]) -> dict[int, int]:
+    def log_starts(self, partitions: list[int]) -> dict[int, int]:
         """Where the new log starts, per partition (0 where it cannot be read)."""
         topic = self.config.train_topic
         try:
-            starts = consumer.beginning_offsets([TopicPartition(topic, p) for p in partitions], timeout=5.0)
+            starts = self.connections.offsets_reader().beginning_offsets([TopicPartition(topic, p) for p in partitions], timeout=5.0)
         except KafkaTransportError:
             return {p: 0 for p in partitions}
         return {tp.partition: int(offset) for tp, offset in starts.items()}

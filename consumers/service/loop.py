@@ -241,11 +241,11 @@ class Service:
         self.errors.stage = "start"
         connections.connect(self.state.train_offsets, score=False, timeout=timeout)
         if self.readiness.stopped is None:
-            reset = self.training_log.check(connections.train_consumer)
+            reset = self.training_log.check()
             if reset is not None:
                 self._on_log_reset(reset)
         if self.readiness.stopped is None:
-            self.readiness.start(connections.train_consumer, cfg.train_topic)
+            self.readiness.start(connections)
         else:
             self.readiness.running = True
         self._open_scoring_when_ready()
@@ -261,9 +261,10 @@ class Service:
         """Records below the model's offsets arrived: the log may have been recreated (log_identity.py)."""
         self.errors.stage = "train_check"
         try:
-            reset = self.training_log.check(self.connections.train_consumer, below)
+            reset = self.training_log.check(below)
         except KafkaTransportError:
             # Undecided: read the batch again later from the model's offsets, never skip it unjudged.
+            self.connections.drop_offsets_reader()
             self.connections.replace_train_consumer(self.state.train_offsets)
             raise
         if reset is None:
@@ -288,7 +289,7 @@ class Service:
                       "the new log", extra={"topic": cfg.train_topic})
             return
         aside = self.store.set_aside(f"before-reset-{time.strftime('%Y%m%dT%H%M%S')}")
-        starts = self.training_log.log_starts(connections.train_consumer, reset.partitions)
+        starts = self.training_log.log_starts(reset.partitions)
         self.state.model = build_model(cfg.model_config())
         self.state.train_offsets = {p: start for p, start in starts.items() if start > 0}
         self.state.log = LogIdentity(reset.topic_id, len(reset.partitions))
@@ -297,7 +298,7 @@ class Service:
         log.warning("rebuilding the model from the new training log", extra={
             "topic": cfg.train_topic, "train_offsets": self.state.train_offsets, "old_snapshots": aside})
         if self.readiness.running:
-            self.readiness.aim(connections.train_consumer, cfg.train_topic)
+            self.readiness.aim(connections)
             if cfg.wait_for_training and connections.score_consumer is not None:
                 connections.close_score_consumer()  # answer with the rebuilt model only once it caught up
 
@@ -307,6 +308,8 @@ class Service:
         if self.metrics_address is None:
             self.metrics_address = self.metrics.serve(self.config.metrics_address)
             self.metrics.up.labels(self.config.role).set(0)
+            if self.metrics_address is not None:
+                log.info("metrics endpoint", extra={"metrics": self.metrics_address})
 
     def _serve_metrics(self) -> None:
         cfg = self.config
@@ -374,16 +377,19 @@ class Service:
             if records:
                 self.training.apply(records)
                 worked = True
-            if not self.readiness.caught_up and self.readiness.progress(connections.train_consumer, cfg.train_topic,
-                                                                         bool(records)):
+            if not self.readiness.caught_up and self.readiness.progress(connections.train_consumer, bool(records)):
                 self._open_scoring_when_ready()
             if self.training_log.due():
                 errors.stage = "train_check"
-                reset = self.training_log.check(connections.train_consumer)
+                try:
+                    reset = self.training_log.check()
+                    partitions = set(connections.offsets_reader().partitions_for(cfg.train_topic))
+                except KafkaTransportError:
+                    connections.drop_offsets_reader()
+                    raise
                 if reset is not None:
                     self._on_log_reset(reset)
-                elif {tp.partition for tp in connections.train_consumer.assignment()} != set(
-                        connections.train_consumer.partitions_for(cfg.train_topic)):
+                elif partitions and {tp.partition for tp in connections.train_consumer.assignment()} != partitions:
                     connections.replace_train_consumer(self.state.train_offsets)  # partitions were added
         elif not score_consumer:
             time.sleep(cfg.poll_timeout)  # training stopped and nothing to score: do not spin
@@ -400,8 +406,13 @@ class Service:
             self.checkpoint.snapshot()
         if self.gauges.due(now):
             self.gauges.refresh()
-            if training and self.gauges.train_ends:
-                self.stalls.check(self.gauges.train_ends)
+            ends = self.gauges.train_ends
+            if training and ends:
+                offsets = self.state.train_offsets
+                if any(end < offsets.get(p, 0) for p, end in ends.items()):
+                    self.training_log.last_check = 0.0  # a log shorter than the model: check its identity now
+                else:
+                    self.stalls.check(ends)
         self.readiness.publish()
         return worked
 

@@ -66,33 +66,34 @@ class Readiness:
     def publish(self) -> None:
         self.metrics.ready.set(1 if self.status()[0] else 0)
 
-    def start(self, consumer, topic: str) -> None:
+    def start(self, connections) -> None:
         """The loop runs: take the training topic's end offsets now as the target (Kafka errors propagate)."""
         self.running = True
-        self.aim(consumer, topic)
+        self.aim(connections)
 
-    def aim(self, consumer, topic: str) -> None:
-        """Catch up with the end offsets of ``topic`` as they are now (at start, and after a rebuild)."""
+    def aim(self, connections) -> None:
+        """Catch up with the training topic's end offsets as they are now (at start, and after a rebuild)."""
         self.since, self.idle_polls = time.monotonic(), 0
         if not self.config.wait_for_training:
             self.caught_up = True
         else:
-            tps = sorted(consumer.assignment())
-            self.target = {tp.partition: end for tp, end in consumer.end_offsets(tps, timeout=10.0).items()}
+            tps = sorted(connections.train_consumer.assignment())
+            ends = connections.offsets_reader().end_offsets(tps, timeout=10.0)
+            self.target = {tp.partition: end for tp, end in ends.items()}
             self.caught_up = False
-            self.progress(consumer, topic, polled=True)
+            self.progress(connections.train_consumer, polled=True)
         self.publish()
 
     def stop(self, reason: str) -> None:
         self.stopped = reason
         self.publish()
 
-    def progress(self, consumer, topic: str, polled: bool) -> bool:
+    def progress(self, consumer, polled: bool) -> bool:
         """After a training poll (``polled``: it returned records): True once the target is reached."""
         if self.caught_up:
             return True
         self.idle_polls = 0 if polled else self.idle_polls + 1
-        offsets = self.state.train_offsets
+        offsets, topic = self.state.train_offsets, self.config.train_topic
         behind = {p: end for p, end in (self.target or {}).items() if offsets.get(p, 0) < end}
         for p in list(behind):
             position = consumer.position(TopicPartition(topic, p)) if consumer is not None else None

@@ -25,7 +25,7 @@ import logging
 import time
 from typing import Callable
 
-from sgm.stream.kafka import Client, KafkaTransportError, TopicPartition
+from sgm.stream.kafka import KafkaTransportError, TopicPartition
 
 from ..config import ServiceConfig
 from ..prometheus import ServiceMetrics
@@ -88,7 +88,7 @@ class StallWatch:
         log.warning("training partition stalled: records wait beyond the model's offset but none arrives; probing",
                     extra={"topic": tp.topic, "partition": tp.partition, "offset": offset,
                            "stalled_seconds": round(stalled_for, 1), "probe_seconds": seconds})
-        fetchable = probe_fetch(self.connections.client, tp, offset, seconds, self.config.fetch_wait_ms)
+        fetchable = probe_fetch(self.connections, tp, offset, seconds)
         if fetchable is None:
             log.warning("probe inconclusive: the broker did not answer; nothing skipped",
                         extra={"topic": tp.topic, "partition": tp.partition, "offset": offset})
@@ -107,30 +107,41 @@ class StallWatch:
         self.connections.replace_train_consumer(self.state.train_offsets)
 
 
-def probe_fetch(client: Client, tp: TopicPartition, offset: int, seconds: float, fetch_wait_ms: int) -> bool | None:
+def probe_fetch(connections: Connections, tp: TopicPartition, offset: int, seconds: float) -> bool | None:
     """Whether a fresh consumer fetches anything at ``tp``'s ``offset`` within ``seconds``.
 
     True: a record at or past ``offset`` arrived, or the consumer moved past it
-    (markers); False: nothing, while the broker answered end offsets before and
-    after; None: the broker did not answer (inconclusive).
+    (markers); False: nothing, while the broker answered end offsets (asked
+    through the offsets reader, which never fetches) before and after; None:
+    the broker did not answer (inconclusive).
     """
+    reader = connections.offsets_reader
     try:
-        consumer = client.consumer(None, fetch_wait_ms=fetch_wait_ms)
+        if reader().end_offsets([tp], timeout=5.0)[tp] <= offset:
+            return True  # nothing waits there any more
+        consumer = connections.client.consumer(None, **connections.consumer_options())
     except KafkaTransportError:
+        connections.drop_offsets_reader()
         return None
     try:
         consumer.assign([tp])
         consumer.seek(tp, offset)
-        consumer.end_offsets([tp], timeout=5.0)
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            if any(record.offset >= offset for record in consumer.poll(10, timeout=0.5)):
-                return True
+            try:
+                if any(record.offset >= offset for record in consumer.poll(10, timeout=0.5)):
+                    return True
+            except KafkaTransportError:
+                pass  # this consumer's connection may break on the record: that is what is being found out
             position = consumer.position(tp)
             if position is not None and position > offset:
                 return True
-        end = consumer.end_offsets([tp], timeout=5.0)[tp]
-        return True if end <= offset else False
+        try:
+            end = reader().end_offsets([tp], timeout=5.0)[tp]
+        except KafkaTransportError:
+            connections.drop_offsets_reader()
+            return None
+        return end <= offset
     except KafkaTransportError:
         return None
     finally:

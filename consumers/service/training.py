@@ -266,7 +266,7 @@ class Training(TrainingEvents):
         """
         tp = record.tp
         try:
-            log_start = self.connections.train_consumer.beginning_offsets([tp])[tp]
+            log_start = self.connections.offsets_reader().beginning_offsets([tp])[tp]
         except (KafkaTransportError, KeyError) as exc:
             log.warning("training log gap: could not read the log start, counting the gap as missed",
                         extra={"topic": record.topic, "partition": record.partition, "error": str(exc)})
