@@ -232,16 +232,23 @@ def dump(model: Model, handle: BinaryIO, extra: dict[str, Any] | None = None) ->
 
 
 # ------------------------------------------------------------------ decode
-def read_meta(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
+def read_meta(data: bytes | BinaryIO, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
     """The header of a snapshot (format, config, extra metadata) without building the model."""
     return _open(data, max_bytes)[1]
 
 
-def _open(data: bytes, max_bytes: int) -> tuple[zipfile.ZipFile, dict[str, Any]]:
-    if len(data) > max_bytes:
-        raise SnapshotError(f"snapshot is {len(data)} bytes, above the {max_bytes}-byte limit")
+def _open(data: bytes | BinaryIO, max_bytes: int) -> tuple[zipfile.ZipFile, dict[str, Any]]:
+    """The archive and its header; ``data`` is the snapshot's bytes or a seekable binary file holding them."""
+    handle = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
     try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
+        size = handle.seek(0, io.SEEK_END)
+        handle.seek(0)
+    except (OSError, ValueError) as exc:
+        raise SnapshotError(f"snapshot unreadable: {exc}") from None
+    if size > max_bytes:
+        raise SnapshotError(f"snapshot is {size} bytes, above the {max_bytes}-byte limit")
+    try:
+        archive = zipfile.ZipFile(handle)
         infos = archive.infolist()
     except (zipfile.BadZipFile, ValueError, OSError) as exc:
         raise SnapshotError(f"not a snapshot archive: {exc}") from None
@@ -271,7 +278,16 @@ def _open(data: bytes, max_bytes: int) -> tuple[zipfile.ZipFile, dict[str, Any]]
 
 def loads(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Model, dict[str, Any]]:
     """Rebuild a model from :func:`dumps` output; returns ``(model, extra)``."""
-    archive, meta = _open(data, max_bytes)
+    return load(io.BytesIO(data), max_bytes=max_bytes)
+
+
+def load(handle: BinaryIO, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Model, dict[str, Any]]:
+    """:func:`loads` from a seekable binary file: one array is read at a time, never the whole snapshot.
+
+    A restore then holds the model being rebuilt plus one member's bytes, not
+    also a copy of the file (docs/RELIABILITY.md, "Bounded memory").
+    """
+    archive, meta = _open(handle, max_bytes)
     digest = hashlib.sha256()
     arrays: dict[str, np.ndarray] = {}
     try:
@@ -280,6 +296,7 @@ def loads(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Model, di
             digest.update(name.encode())
             digest.update(raw)
             array = _load_array(name, raw)
+            del raw
             if array.dtype.str not in _ALLOWED_DTYPES or array.ndim != 1:
                 raise SnapshotError(f"array {name!r} has an unexpected type {array.dtype.str} / shape {array.shape}")
             arrays[name] = array
@@ -351,10 +368,10 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
                        ("ent_class", "entry"), ("ent_term", "entry"), ("ent_refs", "entry")):
         if len(a[name]) != sizes[size]:
             raise SnapshotError(f"{name} has {len(a[name])} rows for {sizes[size]} {size} ids")
-        setattr(state, name, a[name].copy())
+        setattr(state, name, a[name])  # np.load gave each array its own memory: no copy needed
     for name, size in COMPENSATED.items():
         sums = ExactArray() if name in EXACT else CompensatedArray()
-        sums.hi, sums.lo = a[name].copy(), a[name + "_lo"].copy()
+        sums.hi, sums.lo = a[name], a[name + "_lo"]
         if not (len(sums.hi) == len(sums.lo) == sizes[size]):
             raise SnapshotError(f"{name} has {len(sums.hi)} rows for {sizes[size]} {size} ids")
         setattr(state, name, sums)
@@ -366,8 +383,8 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
     if state.free_top > used or (state.free_top and a["ent_free"].max() >= used):
         raise SnapshotError("free slot list out of range")
     arena = TermArena()
-    arena.slot, arena.cls = a["arena_slot"].copy(), a["arena_cls"].copy()
-    arena.start, arena.length, arena.capacity = a["arena_start"].copy(), a["arena_length"].copy(), a["arena_capacity"].copy()
+    arena.slot, arena.cls = a["arena_slot"], a["arena_cls"]
+    arena.start, arena.length, arena.capacity = a["arena_start"], a["arena_length"], a["arena_capacity"]
     arena.used = len(arena.slot)
     state.arena = arena
     if (arena.start + arena.capacity > arena.used).any() or (arena.length > arena.capacity).any():

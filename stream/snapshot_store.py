@@ -159,6 +159,11 @@ class SnapshotStore:
         process must not start on a snapshot it refuses, nor silently fall back
         to an older one (that would hide the damage; an operator decides).
         """
+        path = self.latest_path()
+        return None if path is None else (path, path.read_bytes())
+
+    def latest_path(self) -> Path | None:
+        """The newest snapshot's path (checked against ``max_bytes`` as :meth:`latest`), to be read as a file."""
         files = self.files()
         if not files:
             return None
@@ -166,7 +171,7 @@ class SnapshotStore:
         size = path.stat().st_size
         if size > self.max_bytes:
             raise SnapshotError(f"{path} is {size} bytes, above the {self.max_bytes}-byte limit; refusing to start")
-        return path, path.read_bytes()
+        return path
 
 
 def _alive(pid: int) -> bool:

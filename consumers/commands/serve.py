@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = service_config.from_args(args)
     except (ValueError, OSError) as exc:
-        return _cannot_start(exc)
+        return _cannot_start(exc, logged=False)  # (no log handler before the configuration is read)
     setup_logging(cfg.log_format, cfg.log_level)
     log.info("configuration", extra={"config": cfg.redacted()})
     stop = threading.Event()
@@ -54,10 +54,11 @@ def run(args: argparse.Namespace) -> int:
         return _cannot_start(exc)
 
 
-def _cannot_start(exc: BaseException) -> int:
+def _cannot_start(exc: BaseException, logged: bool = True) -> int:
     message = str(exc) if not isinstance(exc, OSError) or not exc.filename else (
         f"{exc.filename}: {exc.strerror or exc}")
     message = " ".join(message.split())  # one line, whatever the error text held
-    log.error("cannot start", extra={"error": message, "error_type": type(exc).__name__})
+    if logged:
+        log.error("cannot start", extra={"error": message, "error_type": type(exc).__name__})
     print(f"sgm serve: {message}", file=sys.stderr)
     return 2

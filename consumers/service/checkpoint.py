@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from sgm.model import GenerativeTextModel, build_model, model_config
-from sgm.model.persistence import SnapshotError, loads as load_snapshot
+from sgm.model.persistence import SnapshotError, load as load_snapshot
 from sgm.stream.kafka import CommitFailedError, KafkaTransportError, Record, TopicPartition
 from sgm.stream.snapshot_store import SnapshotStore
 from sgm.stream.records import model_version
@@ -96,12 +96,12 @@ def restore(config: ServiceConfig, store: SnapshotStore, metrics: ServiceMetrics
     """
     wanted = build_model(config.model_config())
     store.remove_leftovers()
-    found = store.latest()
-    if found is None:
+    path = store.latest_path()
+    if path is None:
         return ModelState(wanted, {})
-    path, data = found
     try:
-        model, extra = load_snapshot(data, max_bytes=config.max_snapshot_bytes)
+        with open(path, "rb") as handle:  # read one array at a time: no copy of the file in memory
+            model, extra = load_snapshot(handle, max_bytes=config.max_snapshot_bytes)
         if not isinstance(extra, dict) or not isinstance(extra.get("train_offsets", {}), dict):
             raise SnapshotError("its offsets header is not a mapping")
         offsets = {int(p): int(o) for p, o in extra.get("train_offsets", {}).items()}

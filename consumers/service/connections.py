@@ -22,6 +22,9 @@ from ..config import ServiceConfig
 
 log = logging.getLogger("sgm.service")
 
+#: Seconds a start attempt waits for the brokers to answer at all before it counts as failed (and is logged).
+REACH_TIMEOUT = 2.0
+
 
 class Connections:
     """The producer and the two consumers of one service process.
@@ -64,8 +67,9 @@ class Connections:
         bounds each wait (topic creation, the training topic's metadata).
         """
         cfg = self.config
-        if cfg.create_topics:
-            with self.client.admin() as admin:
+        with self.client.admin() as admin:
+            admin.list_topics(timeout=min(timeout, REACH_TIMEOUT))  # an unreachable broker fails fast (a retry line)
+            if cfg.create_topics:
                 admin.create_topics([
                     (cfg.train_topic, cfg.train_partitions, cfg.replication_factor),
                     (cfg.score_topic, cfg.score_partitions, cfg.replication_factor),
