@@ -82,6 +82,9 @@ class ServiceConfig:
     poison_timeout: float = _setting(60.0, "seconds a partition may hold records behind its position without "
                                      "delivering one before that record is probed; one the client cannot fetch is "
                                      "dead-lettered and skipped")
+    max_fetch_bytes: int = _setting(128 * 1024**2, "largest record the Kafka client fetches (librdkafka "
+                                    "receive.message.max.bytes): larger ones stall their partition until skipped; "
+                                    "records over 1 MiB are read and dead-lettered as too_large")
     # -- model
     model: str = _setting("uc_pd_jm_dp", "model spec (affix string, MODEL.md); 'tdm_...' selects TDM")
     param: dict = _setting(None, "model parameter NAME=VALUE, repeatable (beta, mu, delta, ups, phi, ups_idf, theta, ...)")
@@ -112,6 +115,8 @@ class ServiceConfig:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"{flag(name)} must be positive (or none), got {value!r}")
+        if self.max_fetch_bytes < 2 * 1024**2:
+            raise ValueError(f"--max-fetch-bytes must be at least 2 MiB (2097152), got {self.max_fetch_bytes!r}")
         if not self.poison_timeout > 0:
             raise ValueError(f"--poison-timeout must be positive, got {self.poison_timeout!r}")
         for name in ("snapshot_every_records", "snapshot_every_seconds", "snapshot_keep", "max_snapshot_bytes",

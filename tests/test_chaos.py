@@ -282,11 +282,18 @@ def test_reduced_chaos_campaign_loses_nothing_and_doubles_nothing(tmp_path):
     from sgm.consumers.chaos import CampaignConfig, run_campaign
 
     config = CampaignConfig(records=3000, kills=4, freeze_seconds=6.0, classifiers=2, seed=3, rate=600.0,
-                            snapshot_every_records=500, snapshot_every_seconds=2.0,
+                            snapshot_every_records=500, snapshot_every_seconds=2.0, down_at_start=2.0,
                             work_dir=str(tmp_path / "chaos"), timeout=150.0)
     result = run_campaign(config, say=lambda *a: None)
     summary = json.dumps(result, default=str)
-    assert result["faults"] == 5, summary  # 4 kills + 1 freeze
+    # 4 kills + 1 freeze + the field faults: broker down at start, topic recreated, a poison record
+    assert result["faults"] == 8, summary
+    field = result["field_faults"]
+    assert field["ok"] is True, summary
+    assert all(n >= 1 for n in field["broker_down_at_start"]["start_retries"].values()), summary
+    assert all(n >= 1 for n in field["topic_recreated"]["resets"].values()), summary
+    assert field["clock_skewed"]["records"] == field["clock_skewed"]["dead_lettered"] > 0, summary
+    assert len(field["poison_record"]["dead_lettered"]) == 1, summary
     assert result["lost"] == 0 and result["double_counted"] == 0, summary
     assert result["unanswered"] == 0, summary
     assert result["crashes"] == 0, summary

@@ -58,12 +58,12 @@ def _broker_down_at_start(tmp_path: Path, name: str, down_seconds: float) -> Non
     process = serve(serve_args(cfg), log=log)
     broker = None
     try:
-        metrics = metrics_port(log)
         time.sleep(down_seconds)
         assert process.poll() is None, "sgm serve died while the broker was down"
         retries = [line for line in log_lines(log) if line.get("msg") == "kafka error; retrying"]
         assert len(retries) >= 2 and all(line["stage"] == "start" for line in retries)  # one line per attempt
         assert [line["retry_in"] for line in retries[:3]] == sorted(line["retry_in"] for line in retries[:3])
+        metrics = metrics_port(log)  # the endpoint is up while Kafka is not
         assert ready_status(metrics) == 503
         broker = EmbeddedBroker(port=port)
         broker.start()
@@ -87,6 +87,7 @@ def test_3_sgm_serve_waits_out_a_broker_that_is_down_at_start(tmp_path, unique_n
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_3_sgm_serve_waits_out_a_broker_down_for_a_minute(tmp_path, unique_name):
     _broker_down_at_start(tmp_path, unique_name, down_seconds=60.0)
 

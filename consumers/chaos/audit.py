@@ -42,9 +42,11 @@ from sgm.model.persistence import loads as load_snapshot, read_meta
 from sgm.stream.kafka import TopicPartition
 from sgm.stream.snapshot_store import SnapshotStore
 
+from ..config import ServiceConfig
+from ..service.event_time import guard_for
 from ..service.training import TrainingEvents, apply_in_log_order
 from .processes import Supervised
-from .topics import Tail
+from .topics import POISON_KEY, Tail
 
 
 class _ExpectedDeadLetters(TrainingEvents):
@@ -57,12 +59,13 @@ class _ExpectedDeadLetters(TrainingEvents):
         self.reasons[(record.partition, record.offset)] = reason.value
 
 
-def replay(records, model_config: dict[str, Any]):
+def replay(records, model_config: dict[str, Any], max_event_skew: float | None = None):
     """Apply training records in log order, as the service does; returns (model, expected dead letters).
 
     The service's own dispatch (``consumers/service/training.py``) applies
-    them. Expected dead letters are ``{(partition, offset): reason}`` for every
-    record the validator or the model refuses (``ApplyReason`` codes included).
+    them, with the same event-time guard (``max_event_skew``). Expected dead
+    letters are ``{(partition, offset): reason}`` for every record the
+    validator or the model refuses (``ApplyReason`` codes included).
 
     Examples
     --------
@@ -75,7 +78,7 @@ def replay(records, model_config: dict[str, Any]):
     """
     model = build_model(model_config)
     expected = _ExpectedDeadLetters()
-    apply_in_log_order(model, records, {}, expected)
+    apply_in_log_order(model, records, {}, expected, guard=guard_for(max_event_skew))
     return model, expected.reasons
 
 
@@ -94,16 +97,36 @@ def compare_models(model, reference) -> tuple[int, int]:
     return lost, doubled
 
 
-def read_training_log(client, topic: str, end: int, timeout: float = 120.0) -> list:
-    """The training topic's records from offset 0 up to ``end`` (its single partition)."""
-    reader = client.consumer(None)
-    reader.assign([TopicPartition(topic, 0)])
+def read_training_log(client, topic: str, end: int, timeout: float = 120.0,
+                      stuck_after: float = 8.0) -> tuple[list, list[int]]:
+    """The training topic's records from offset 0 up to ``end`` (its single partition), and the offsets this
+    client could not fetch (a poison record: nothing arrives for ``stuck_after`` s; read on past it)."""
+    tp = TopicPartition(topic, 0)
     records: list = []
+    unfetchable: list[int] = []
+    position = 0
     read_until = time.monotonic() + timeout
-    while len(records) < end and time.monotonic() < read_until:
-        records.extend(reader.poll(10_000, 1.0))
-    reader.close()
-    return records
+    while position < end and time.monotonic() < read_until:
+        # anew after a skip (a too-large response breaks the old one's connection), with the processes' fetch limit
+        reader = client.consumer(None, max_response_bytes=ServiceConfig.max_fetch_bytes)
+        reader.assign([tp])
+        reader.seek(tp, position)
+        last_progress = time.monotonic()
+        while position < end and time.monotonic() < read_until:
+            try:
+                batch = reader.poll(10_000, 1.0)
+            except Exception:  # noqa: BLE001 - a broken connection: judged like a stall below
+                batch = []
+            if batch:
+                records.extend(batch)
+                position = batch[-1].offset + 1
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > stuck_after:
+                unfetchable.append(position)
+                position += 1
+                break
+        reader.close()
+    return records, unfetchable
 
 
 def audit(config, *, client, topics: dict[str, str], processes: list[Supervised], exits: dict[str, int | None],
@@ -114,7 +137,10 @@ def audit(config, *, client, topics: dict[str, str], processes: list[Supervised]
     ``config`` is the :class:`~.campaign.CampaignConfig`; ``started`` the
     campaign's start on the monotonic clock.
     """
-    reference, expected_train = replay(read_training_log(client, topics["train"], train_end), config.model_config())
+    log_records, unfetchable = read_training_log(client, topics["train"], train_end)
+    reference, expected_train = replay(log_records, config.model_config(), config.max_event_skew)
+    for offset in unfetchable:  # what no client fetches, the service must dead-letter by position
+        expected_train[(0, offset)] = "unfetchable"
     ref_checksum = reference.checksum()
     per_process: dict[str, dict[str, Any]] = {}
     lost = doubled = 0
@@ -145,8 +171,14 @@ def audit(config, *, client, topics: dict[str, str], processes: list[Supervised]
             elif msg in ("commit failed after rebalance; outputs of this batch may be duplicated",
                          "output delivery failed; rescoring the batch"):
                 events[msg.split(";")[0]] += 1
+            elif msg == "training log reset: the training topic is not the log the model was built from":
+                events["training log reset"] += 1
+            elif msg == "service started":
+                events["started"] += 1
         info["transport_errors"] = dict(errors)
-        info["rescore_events"] = dict(events)
+        info["rescore_events"] = {k: v for k, v in events.items() if k not in ("training log reset", "started")}
+        info["training_log_resets"] = events["training log reset"]
+        info["service_starts"] = events["started"]
         per_process[proc.name] = info
     crashes = sum(len(p.crashes) for p in processes) + sum(1 for code in exits.values() if code != 0)
     with tail.lock:
@@ -197,13 +229,55 @@ def audit(config, *, client, topics: dict[str, str], processes: list[Supervised]
         "transport_errors": dict(transport_errors),
         "processes": per_process,
         "fault_log": fault_log,
+        "field_faults": field_fault_outcomes(fault_log, per_process, letters, topics, expected_train,
+                                             sorted(unfetchable + [r.offset for r in log_records if r.key == POISON_KEY])),
         "seconds": round(time.monotonic() - started, 1),
         "work_dir": str(work),
         "config": {k: v for k, v in asdict(config).items() if k != "work_dir"},
     }
     result["ok"] = (lost == 0 and doubled == 0 and unanswered == 0 and crashes == 0 and checksum_match
-                    and not missing and duplicates <= bound)
+                    and not missing and duplicates <= bound and result["field_faults"]["ok"])
     if tail.error is not None:
         result["ok"] = False
         result["tail_error"] = repr(tail.error)
     return result
+
+
+def field_fault_outcomes(fault_log: list[dict[str, Any]], per_process: dict[str, dict[str, Any]], letters: list,
+                         topics: dict[str, str], expected_train: dict, poison_offsets: list[int]) -> dict[str, Any]:
+    """What the field faults of the campaign (issue #15) came to, and whether each was handled.
+
+    ``broker_down_at_start``: every process came up (no crash counted elsewhere) after retrying;
+    ``topic_recreated``: every process noticed the new training log and rebuilt (its checksum then
+    matches the replay of the new log, checked with ``lost`` / ``double_counted``);
+    ``clock_skewed``: each future record dead-lettered as ``future_timestamp``;
+    ``poison_record``: the 101 MB record dead-lettered by position: ``too_large`` when the client's fetch limit
+    (``--max-fetch-bytes``) lets it be read, ``unfetchable`` when not, and the partition moved on.
+    """
+    faults = {entry["fault"]: entry for entry in fault_log if entry["fault"] not in ("kill", "freeze")}
+    train_letters = Counter((o, r) for t, _p, o, r in letters if t == topics["train"])
+    out: dict[str, Any] = {}
+    ok = True
+    if "broker_down_at_start" in faults:
+        retries = {name: info["transport_errors"].get("start", 0) for name, info in per_process.items()}
+        up = all(info["service_starts"] >= 1 for info in per_process.values())
+        out["broker_down_at_start"] = {"seconds": faults["broker_down_at_start"]["seconds"],
+                                       "start_retries": retries, "all_came_up": up}
+        ok &= up and all(count >= 1 for count in retries.values())
+    if "topic_recreated" in faults:
+        resets = {name: info["training_log_resets"] for name, info in per_process.items()}
+        out["topic_recreated"] = {**{k: v for k, v in faults["topic_recreated"].items() if k != "fault"},
+                                  "policy": "rebuild", "resets": resets}
+        ok &= all(count >= 1 for count in resets.values())
+    future = sorted(o for (_p, o), r in expected_train.items() if r == "future_timestamp")
+    got_future = sum(1 for o in future if train_letters[(o, "future_timestamp")])
+    out["clock_skewed"] = {"records": len(future), "dead_lettered": got_future}
+    ok &= got_future == len(future)
+    if "poison_record" in faults:
+        reasons = {o: r for (_p, o), r in expected_train.items() if o in poison_offsets}
+        out["poison_record"] = {"bytes": faults["poison_record"]["bytes"], "offsets": poison_offsets,
+                                "reasons": reasons,
+                                "dead_lettered": [o for o in poison_offsets if train_letters[(o, reasons.get(o))]]}
+        ok &= len(poison_offsets) == 1 and out["poison_record"]["dead_lettered"] == poison_offsets
+    out["ok"] = bool(ok)
+    return out

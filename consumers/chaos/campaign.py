@@ -17,6 +17,14 @@ the same state directory; and ``freezes`` SIGSTOPs of the broker for
 ``freeze_seconds`` each, then SIGCONT. A supervisor restarts any process that
 exits on its own and counts it as a crash.
 
+Field faults (issue #15; docs/RELIABILITY.md): the processes start while the
+broker is down (``down_at_start`` seconds); with ``recreate_topic`` they learn
+a prelude of training records, then the cluster is wiped (a new, empty broker
+on the same port) and the topics created again, so every model must notice the
+new training log and rebuild from it (``--on-training-log-reset rebuild``);
+the stream carries learns from a clock-skewed producer (``skewed_every``) and,
+with ``poison``, one record too large to fetch.
+
 The end: once every valid scoring id has an output and every process has
 applied the whole training log (its ``sgm_training_offset``), every process
 gets SIGTERM (graceful: snapshot, commit, exit 0). Then the audit
@@ -37,13 +45,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from sgm.stream.broker import EmbeddedBroker
+from sgm.stream.broker import EmbeddedBroker, free_port
 from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client
-from sgm.stream.records import InvalidRecord, parse_score
+from sgm.stream.records import InvalidRecord, TrainRecord, encode_train, parse_score
 
+from ..config import ServiceConfig
 from .audit import audit
 from .processes import Supervised
-from .topics import Feeder, Tail, build_stream
+from .topics import POISON_BYTES, TRAIN_KINDS, Feeder, Tail, build_stream
 
 
 @dataclass
@@ -70,6 +79,14 @@ class CampaignConfig:
     half_life: float | None = 3600.0
     timeout: float = 900.0  # seconds allowed after the feed for everything to be applied and answered
     work_dir: str | None = None  # state directories and logs (default: a temporary directory, kept)
+    # -- field faults (issue #15)
+    down_at_start: float = 10.0  # seconds the broker is down while the processes start (0: up first)
+    recreate_topic: bool = True  # a prelude is learned, then the cluster is wiped and the topics recreated
+    prelude_records: int = 300
+    skewed_every: int = 2000  # a learn stamped ten years ahead every this many records (0: none)
+    poison: bool = True  # one training record too large to fetch, in the middle of the stream
+    poison_timeout: float = 8.0  # the processes' --poison-timeout
+    max_event_skew: float = ServiceConfig.max_event_skew  # the processes' (default) --max-event-skew
 
     def model_config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"model": self.model, "params": dict(self.params), "multilabel": "per_label"}
@@ -87,7 +104,8 @@ def _serve_args(config: CampaignConfig, bootstrap: str, topics: dict[str, str], 
             "--max-poll-records", str(config.max_poll_records),
             "--snapshot-every-records", str(config.snapshot_every_records),
             "--snapshot-every-seconds", str(config.snapshot_every_seconds),
-            "--metrics-address", "127.0.0.1:0", "--log-format", "json", "--log-level", "INFO"]
+            "--metrics-address", "127.0.0.1:0", "--log-format", "json", "--log-level", "INFO",
+            "--poison-timeout", str(config.poison_timeout), "--max-event-skew", str(config.max_event_skew)]
     if config.half_life is not None:
         args += ["--half-life", str(config.half_life)]
     for name, value in config.params.items():
@@ -112,6 +130,37 @@ def _schedule(config: CampaignConfig, feed_seconds: float, rng: random.Random, n
     return sorted(faults, key=lambda f: f[0])
 
 
+def _learn_prelude_then_wipe(config: CampaignConfig, client, broker: EmbeddedBroker, topics: dict[str, str],
+                             partitions: dict[str, int], processes: list[Supervised], fault_log: list[dict[str, Any]],
+                             say: Callable[..., None]) -> EmbeddedBroker:
+    """Every process learns a prelude; then the cluster is wiped (a new, empty broker on the same port: the
+    topics are created again, new ids, offsets from 0). Returns the new broker."""
+    producer = client.producer(idempotent=True)
+    for i in range(config.prelude_records):
+        record = TrainRecord(id=f"chaos-prelude-{i}", labels=("prelude",), text=f"prelude words {i} of an old log")
+        producer.send(topics["train"], encode_train(record), key=record.id.encode())
+    producer.close(60.0)
+    offsets: list[int | None] = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        offsets = [p.training_offset() for p in processes]
+        if all(o is not None and o >= config.prelude_records for o in offsets):
+            break
+        time.sleep(0.5)
+    else:
+        raise RuntimeError(f"the processes did not learn the prelude: training offsets {offsets}")
+    port = broker.port
+    broker.stop()
+    fresh = EmbeddedBroker(port=port, log_path=broker.log_path)
+    fresh.start()
+    with client.admin() as admin:
+        admin.create_topics([(name, count, 1) for name, count in partitions.items()])
+    fault_log.append({"fault": "topic_recreated", "prelude_records": config.prelude_records,
+                      "how": "cluster wiped: a new empty broker on the same port, topics created again"})
+    say(f"chaos: every process learned {config.prelude_records} prelude records; cluster wiped, topics recreated")
+    return fresh
+
+
 def run_campaign(config: CampaignConfig, say: Callable[..., None] = print) -> dict[str, Any]:
     """Run one campaign and return its result (the dict ``sgm chaos`` prints as its last line)."""
     started = time.monotonic()
@@ -126,6 +175,7 @@ def run_campaign(config: CampaignConfig, say: Callable[..., None] = print) -> di
     say(f"chaos: building the stream (>= {config.records} training and scoring records) ...")
     stream = build_stream(config)
     kinds = Counter(kind for kind, _, _ in stream)
+    train_records = sum(kinds[kind] for kind in TRAIN_KINDS)
     valid_ids = set()
     for kind, _, value in stream:
         if kind == "score":
@@ -134,30 +184,53 @@ def run_campaign(config: CampaignConfig, say: Callable[..., None] = print) -> di
             except InvalidRecord:
                 pass
     feed_seconds = len(stream) / config.rate
-    say(f"chaos: {kinds['train']} training + {kinds['score']} scoring records, fed at {config.rate:g}/s "
+    say(f"chaos: {train_records} training + {kinds['score']} scoring records, fed at {config.rate:g}/s "
         f"(~{feed_seconds:.0f} s); work dir {work}")
 
-    broker = EmbeddedBroker(log_path=work / "tansu.log")
-    broker.start()
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    broker = EmbeddedBroker(port=port, log_path=work / "tansu.log")
     processes: list[Supervised] = []
     tail = feeder = None
     frozen = threading.Event()
     fault_log: list[dict[str, Any]] = []
+    stop_supervisor = threading.Event()
     try:
-        client = open_client(config.client, KafkaConfig(bootstrap_servers=broker.bootstrap_servers, client_id="sgm-chaos"))
-        with client.admin() as admin:
-            admin.create_topics([(name, count, 1) for name, count in partitions.items()])
         names: dict[str, list[str]] = {"trainer": [], "classifier": []}
         for role, count in (("trainer", config.trainers), ("classifier", config.classifiers)):
             for i in range(count):
                 name = f"{role}-{i}"
                 state = work / name
                 state.mkdir(exist_ok=True)
-                proc = Supervised(name, role, _serve_args(config, broker.bootstrap_servers, topics, group, role, state),
+                proc = Supervised(name, role, _serve_args(config, bootstrap, topics, group, role, state),
                                   state, work / f"{name}.log")
                 proc.start()
                 processes.append(proc)
                 names[role].append(name)
+
+        def supervise() -> None:
+            while not stop_supervisor.wait(0.2):
+                for proc in processes:
+                    if proc.check():
+                        say(f"chaos: {proc.name} exited on its own (crash #{len(proc.crashes)}); restarted")
+
+        supervisor = threading.Thread(target=supervise, name="chaos-supervisor", daemon=True)
+        supervisor.start()
+        if config.down_at_start > 0:  # field fault: the processes start while the broker is down
+            say(f"chaos: processes started, the broker stays down for {config.down_at_start:g} s and until every "
+                "process has retried")
+            down_since = time.monotonic()
+            time.sleep(config.down_at_start)
+            while time.monotonic() - down_since < config.down_at_start + 120 and not all(
+                    any(line.get("msg") == "kafka error; retrying" for line in p.log_lines()) for p in processes):
+                time.sleep(0.5)
+            fault_log.append({"fault": "broker_down_at_start", "seconds": round(time.monotonic() - down_since, 1)})
+        broker.start()
+        client = open_client(config.client, KafkaConfig(bootstrap_servers=bootstrap, client_id="sgm-chaos"))
+        with client.admin() as admin:
+            admin.create_topics([(name, count, 1) for name, count in partitions.items()])
+        if config.recreate_topic:  # field fault: the training log the models know is replaced by a new one
+            broker = _learn_prelude_then_wipe(config, client, broker, topics, partitions, processes, fault_log, say)
         by_name = {p.name: p for p in processes}
         tail = Tail(client, {k: topics[k] for k in ("score", "output", "dlq")}, partitions)
         tail.start()
@@ -182,23 +255,18 @@ def run_campaign(config: CampaignConfig, say: Callable[..., None] = print) -> di
                 return sum(1 for doc_id in tail.outputs if (pos := tail.score_position.get(doc_id))
                            and pos[1] >= floor.get(pos[0], 0))
 
-        stop_supervisor = threading.Event()
-
-        def supervise() -> None:
-            while not stop_supervisor.wait(0.2):
-                for proc in processes:
-                    if proc.check():
-                        say(f"chaos: {proc.name} exited on its own (crash #{len(proc.crashes)}); restarted")
-
-        supervisor = threading.Thread(target=supervise, name="chaos-supervisor", daemon=True)
-        supervisor.start()
-        # Give the processes a moment to start (and the classifiers to join) before the records arrive.
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not all(p.metrics_port() for p in processes):
+        # Let every process start, catch up (/ready) and the classifiers join their group before the records
+        # arrive: a classifier killed during a broker freeze while its first join is pending can leave Tansu's
+        # group coordinator waiting for it for good (a fresh group id works; docs/RELIABILITY.md).
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not all(p.ready() for p in processes):
             time.sleep(0.2)
+        time.sleep(4.0)  # a join on Tansu completes after about half the session timeout (6 s)
         feeder = Feeder(client, stream, topics, config.rate)
         feed_started = time.monotonic()
         feeder.start()
+        if kinds["poison"]:
+            fault_log.append({"fault": "poison_record", "bytes": POISON_BYTES})
         faults = _schedule(config, feed_seconds, rng, names)
         say(f"chaos: {sum(f[1] == 'kill' for f in faults)} kills and {config.freezes} freeze(s) of "
             f"{config.freeze_seconds:g} s scheduled")
@@ -251,7 +319,7 @@ def run_campaign(config: CampaignConfig, say: Callable[..., None] = print) -> di
         if feeder.error is not None:
             raise RuntimeError(f"feeder failed: {feeder.error!r}")
         say(f"chaos: [{time.monotonic() - feed_started:6.1f}s] stream fed; waiting for every process to catch up")
-        train_end = kinds["train"]
+        train_end = train_records
         deadline = time.monotonic() + config.timeout
         offsets: dict[str, int | None] = {}
         answered = 0

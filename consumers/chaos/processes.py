@@ -113,6 +113,17 @@ class Supervised:
         with open(self.log_path, "rb") as handle:
             return metrics_port_in_log(handle, restart_marker=b'"chaos: start')
 
+    def ready(self) -> bool:
+        """Whether the running process answers ``/ready`` with 200 (caught up; a classifier then scores)."""
+        port = self.metrics_port()
+        if port is None:
+            return False
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2.0) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
     def training_offset(self) -> int | None:
         """The running process's next training offset, from its metrics endpoint (None if unreachable)."""
         port = self.metrics_port()

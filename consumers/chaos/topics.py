@@ -5,9 +5,13 @@ corrections, forgets, malformed records tagged with the reason they must get)
 sized so that there are at least ``records`` training *and* ``records``
 scoring records, plus a hostile record every ``hostile_every`` records that
 only the model can refuse (a forget of an unknown id, an unlearn under the
-wrong labels). :class:`Feeder` produces it at ``rate`` records/s with an
-idempotent producer, so the logs hold every record exactly once in stream
-order. :class:`Tail` reads the scoring, output and DLQ topics as they grow.
+wrong labels), a learn from a clock-skewed producer every ``skewed_every``
+records (alternately a ``ts`` and a Kafka CreateTime ten years ahead: kinds
+``train`` and ``train_future``), and with ``poison`` one training record too
+large for any client to fetch in the middle (kind ``poison``). :class:`Feeder`
+produces it at ``rate`` records/s with an idempotent producer, so the logs hold
+every record exactly once in stream order. :class:`Tail` reads the scoring,
+output and DLQ topics as they grow.
 """
 from __future__ import annotations
 
@@ -16,10 +20,19 @@ import random
 import threading
 import time
 from collections import Counter
+from typing import Any
 
 from sgm.stream.kafka import DeliveryError, TopicPartition
-from sgm.stream.records import InvalidRecord, Op, parse_dead_letter, parse_output, parse_score
+from sgm.stream.records import InvalidRecord, Op, TrainRecord, encode_train, parse_dead_letter, parse_output, parse_score
 from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
+
+#: Stream kinds that go to the training topic.
+TRAIN_KINDS = ("train", "train_future", "poison")
+#: How far ahead of the clock a skewed producer stamps its records (ten years).
+SKEW_SECONDS = 10 * 365 * 86400
+#: Size of the poison record (the issue's 101 MB): past librdkafka's default receive.message.max.bytes (100 MB).
+POISON_BYTES = 101 * 1024 * 1024
+POISON_KEY = b"chaos-poison"
 
 
 def build_stream(config) -> list[tuple[str, bytes, bytes]]:
@@ -42,8 +55,18 @@ def build_stream(config) -> list[tuple[str, bytes, bytes]]:
     rng = random.Random(config.seed)
     out: list[tuple[str, bytes, bytes]] = []
     learned: list[tuple[str, tuple[str, ...]]] = []
-    hostile = 0
+    hostile = skewed = 0
+    skewed_every = getattr(config, "skewed_every", 0)
+    poison_at = len(events) * 2 // 5 if getattr(config, "poison", False) else -1
     for index, event in enumerate(events):
+        if index == poison_at:
+            out.append(("poison", POISON_KEY, b""))  # the feeder makes its bytes when it sends it
+        if skewed_every and index % skewed_every == skewed_every // 2:
+            skewed += 1
+            doc_id = f"chaos-future-{skewed}"
+            record = TrainRecord(id=doc_id, labels=("chaos-future",), text="a record from a clock ten years ahead",
+                                 ts=None if skewed % 2 else time.time() + SKEW_SECONDS)
+            out.append(("train_future" if skewed % 2 else "train", doc_id.encode(), encode_train(record)))
         out.append((event.kind, event.key, event.value))
         if event.kind == "train" and event.valid and event.op is Op.LEARN:
             learned.append((event.id, event.truth_labels))
@@ -64,7 +87,13 @@ class Feeder(threading.Thread):
 
     def __init__(self, client, stream, topics: dict[str, str], rate: float) -> None:
         super().__init__(name="chaos-feeder", daemon=True)
+        self.client = client
         self.producer = client.producer(idempotent=True, delivery_timeout_ms=900_000)
+        # the producer side's own record limit, raised for the poison record (in the client's dialect)
+        self.big_record_options: dict[str, Any] = (
+            {"max_request_size": 2 * POISON_BYTES} if client.kind == "kafka-python" else
+            {"message.max.bytes": 2 * POISON_BYTES})
+        self.poison_sent = False
         self.stream, self.topics, self.rate = stream, topics, rate
         self.sent = 0
         self.done = threading.Event()
@@ -76,7 +105,13 @@ class Feeder(threading.Thread):
             chunk = max(1, int(self.rate / 20))
             for start in range(0, len(self.stream), chunk):
                 for kind, key, value in self.stream[start : start + chunk]:
-                    self.producer.send(self.topics["train" if kind == "train" else "score"], value, key=key)
+                    if kind == "poison":
+                        self._send_poison(key)
+                    elif kind == "train_future":  # no ts: the CreateTime of a producer whose clock is ten years ahead
+                        self.producer.send(self.topics["train"], value, key=key,
+                                           timestamp_ms=int((time.time() + SKEW_SECONDS) * 1000))
+                    else:
+                        self.producer.send(self.topics["train" if kind == "train" else "score"], value, key=key)
                 self.sent = min(start + chunk, len(self.stream))
                 self._flush()
                 delay = started + self.sent / self.rate - time.monotonic()
@@ -87,6 +122,15 @@ class Feeder(threading.Thread):
             self.error = exc
         finally:
             self.done.set()
+
+    def _send_poison(self, key: bytes) -> None:
+        """The poison record, from its own producer allowed to send it; in stream order (both flushed)."""
+        self._flush()
+        value = b'{"id": "chaos-poison", "labels": ["x"], "text": "' + b"a " * (POISON_BYTES // 2) + b'"}'
+        big = self.client.producer(**self.big_record_options)
+        big.send(self.topics["train"], value, key=key)
+        big.close(120.0)
+        self.poison_sent = True
 
     def _flush(self) -> None:
         while True:

@@ -9,6 +9,12 @@ every process against the uninterrupted reference (snapshot checksum), every
 scoring id answered, duplicates within what was in flight, every bad input in
 the dead-letter topic, no process exiting on its own.
 
+Field faults (issue #15), on by default: the broker is down for
+``--down-at-start`` seconds while the processes start; a prelude is learned and
+then the cluster is wiped and the topics recreated (``--no-recreate``); learns
+from a clock-skewed producer every ``--skewed-every`` records; one record too
+large to fetch (``--no-poison``). Their outcomes are under ``field_faults``.
+
 Progress goes to stderr. The LAST line on stdout is one JSON object with
 ``faults``, ``lost``, ``double_counted``, ``unanswered``, ``bad_inputs``,
 ``crashes`` and the details; the exit status is 0 when every check passed.
@@ -54,6 +60,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=d.timeout,
                         help=f"seconds allowed after the feed for everything to catch up (default {d.timeout:g})")
     parser.add_argument("--work-dir", default=None, help="state directories and process logs (default: a new temporary directory)")
+    parser.add_argument("--down-at-start", type=float, default=d.down_at_start,
+                        help=f"seconds the broker is down while the processes start (default {d.down_at_start:g}; 0: none)")
+    parser.add_argument("--no-recreate", dest="recreate_topic", action="store_false",
+                        help="skip the prelude and the wiped cluster (recreated training topic)")
+    parser.add_argument("--skewed-every", type=int, default=d.skewed_every,
+                        help=f"a learn stamped ten years ahead every this many records (default {d.skewed_every}; 0: none)")
+    parser.add_argument("--no-poison", dest="poison", action="store_false",
+                        help="no training record too large to fetch")
+    parser.add_argument("--poison-timeout", type=float, default=d.poison_timeout,
+                        help=f"the processes' --poison-timeout (default {d.poison_timeout:g})")
     parser.add_argument("--json", dest="json_path", default=None, help="also write the result to this file")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
@@ -65,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
                             freeze_seconds=args.freeze_seconds, trainers=args.trainers, classifiers=args.classifiers,
                             score_partitions=args.score_partitions, rate=args.rate, seed=args.seed,
                             malformed_rate=args.malformed_rate, max_poll_records=args.max_poll_records,
-                            client=args.client, timeout=args.timeout, work_dir=args.work_dir)
+                            client=args.client, timeout=args.timeout, work_dir=args.work_dir,
+                            down_at_start=args.down_at_start, recreate_topic=args.recreate_topic,
+                            skewed_every=args.skewed_every, poison=args.poison, poison_timeout=args.poison_timeout)
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
     result = run_campaign(config, say=say)
     line = json.dumps(result, default=str, sort_keys=False)
@@ -75,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     say(f"chaos: faults {result['faults']}, lost {result['lost']}, double counted {result['double_counted']}, "
         f"unanswered {result['unanswered']}, bad inputs {result['bad_inputs']} (dead letters missing "
         f"{result['dead_letters_missing']}), crashes {result['crashes']}, duplicates {result['duplicates']} "
-        f"<= {result['duplicate_bound']}: {'OK' if result['ok'] else 'FAILED'}")
+        f"<= {result['duplicate_bound']}, field faults {'handled' if result['field_faults']['ok'] else 'NOT handled'}: "
+        f"{'OK' if result['ok'] else 'FAILED'}")
     print(line, flush=True)
     return 0 if result["ok"] else 1

@@ -58,7 +58,7 @@ class Connections:
 
     def consumer_options(self) -> dict[str, Any]:
         """Options of every consumer the service opens: how long a fetch waits for data."""
-        return {"fetch_wait_ms": self.config.fetch_wait_ms}
+        return {"fetch_wait_ms": self.config.fetch_wait_ms, "max_response_bytes": self.config.max_fetch_bytes}
 
     def connect(self, train_offsets: dict[int, int], score: bool = True, timeout: float = 30.0) -> None:
         """Create the topics (if configured), then open the producer and the consumers this role needs.

@@ -393,6 +393,7 @@ class Service:
                     connections.replace_train_consumer(self.state.train_offsets)  # partitions were added
         elif not score_consumer:
             time.sleep(cfg.poll_timeout)  # training stopped and nothing to score: do not spin
+        score_consumer = connections.score_consumer  # a training log reset may have closed it meanwhile
         if score_consumer is not None:
             errors.stage = "score_poll"
             records = score_consumer.poll(cfg.max_poll_records, timeout=0.0 if worked else cfg.poll_timeout)

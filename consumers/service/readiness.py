@@ -27,10 +27,6 @@ from .checkpoint import ModelState
 
 log = logging.getLogger("sgm.service")
 
-#: Empty training polls in a row after which a target the consumer cannot report a position for counts
-#: as reached (what is left below it delivers nothing: transaction markers, aborted records).
-IDLE_POLLS_AS_CAUGHT_UP = 30
-
 
 class Readiness:
     """Whether the process is ready to score, and why not.
@@ -50,7 +46,6 @@ class Readiness:
         self.target: dict[int, int] | None = None  # training end offsets as of the start (or the last rebuild)
         self.caught_up = not config.wait_for_training
         self.stopped: str | None = None  # why training stopped (then not ready)
-        self.idle_polls = 0
         self.since = time.monotonic()
         metrics.readiness = self.status
 
@@ -73,7 +68,7 @@ class Readiness:
 
     def aim(self, connections) -> None:
         """Catch up with the training topic's end offsets as they are now (at start, and after a rebuild)."""
-        self.since, self.idle_polls = time.monotonic(), 0
+        self.since = time.monotonic()
         if not self.config.wait_for_training:
             self.caught_up = True
         else:
@@ -92,15 +87,13 @@ class Readiness:
         """After a training poll (``polled``: it returned records): True once the target is reached."""
         if self.caught_up:
             return True
-        self.idle_polls = 0 if polled else self.idle_polls + 1
         offsets, topic = self.state.train_offsets, self.config.train_topic
         behind = {p: end for p, end in (self.target or {}).items() if offsets.get(p, 0) < end}
         for p in list(behind):
             position = consumer.position(TopicPartition(topic, p)) if consumer is not None else None
             if position is not None and position >= behind[p]:
                 del behind[p]  # what is left below the target delivers nothing (markers)
-        if behind and not (self.idle_polls >= IDLE_POLLS_AS_CAUGHT_UP
-                           and all(consumer.position(TopicPartition(topic, p)) is None for p in behind)):
+        if behind:
             return False
         self.caught_up = True
         log.info("caught up with the training topic; ready", extra={

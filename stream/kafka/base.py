@@ -89,14 +89,16 @@ class ProducerBase(Producer):
         self._failures_lock = threading.Lock()  # some clients report failures from their own threads
         self._closed = False
 
-    def send(self, topic, value, key=None, headers=None, partition=None) -> None:  # noqa: ANN001 - see Producer.send
+    def send(self, topic, value, key=None, headers=None, partition=None, timestamp_ms=None) -> None:  # noqa: ANN001 - see Producer.send
         if self._closed:
             raise RuntimeError("producer is closed")
         if value is not None and not isinstance(value, _BYTES):
             check_bytes("value", value)
         if key is not None and not isinstance(key, _BYTES):
             check_bytes("key", key)
-        self._send(topic, value, key, normalize_headers(headers) if headers else None, partition)
+        if timestamp_ms is not None and (not isinstance(timestamp_ms, int) or timestamp_ms < 0):
+            raise TypeError(f"timestamp_ms must be a non-negative int, got {timestamp_ms!r}")
+        self._send(topic, value, key, normalize_headers(headers) if headers else None, partition, timestamp_ms)
 
     def _fail(self, topic: str, partition: int | None, key: bytes | None, value: bytes | None, error: str) -> None:
         """Record a failed delivery; the next :meth:`flush` raises it."""
@@ -121,7 +123,7 @@ class ProducerBase(Producer):
 
     @abc.abstractmethod
     def _send(self, topic: str, value: bytes | None, key: bytes | None, headers: list[tuple[str, bytes]] | None,
-              partition: int | None) -> None:
+              partition: int | None, timestamp_ms: int | None = None) -> None:
         """Queue the (checked) record; delivery problems go to :meth:`_fail`, never raise."""
 
     @abc.abstractmethod

@@ -186,12 +186,18 @@ class ConsumerSettings:
     fetch_wait_ms : int or None
         Longest time the broker holds a fetch waiting for data: bounds the
         latency of a record arriving at an idle consumer. ``None``: 100 ms.
+    max_response_bytes : int or None
+        Largest fetch response the client accepts, so the largest record it
+        can ever read (librdkafka: ``receive.message.max.bytes``, a hard limit
+        it retries at for ever; kafka-python has none and reads any record).
+        ``None``: librdkafka's 100 MB.
     """
 
     group_id: str | None = None
     auto_offset_reset: OffsetReset = "earliest"
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     fetch_wait_ms: int | None = None
+    max_response_bytes: int | None = None
 
     @property
     def heartbeat_interval_ms(self) -> int:
@@ -302,6 +308,10 @@ class ConfluentOptions:
         }
         if settings.fetch_wait_ms is not None:
             conf["fetch.wait.max.ms"] = settings.fetch_wait_ms
+        if settings.max_response_bytes is not None:
+            # librdkafka wants receive.message.max.bytes >= fetch.max.bytes + 512 (its default fetch.max.bytes: 50 MiB)
+            conf["receive.message.max.bytes"] = settings.max_response_bytes
+            conf["fetch.max.bytes"] = min(int(conf.get("fetch.max.bytes", 52_428_800)), settings.max_response_bytes - 512)
         conf.update(overrides)
         # librdkafka insists on a group.id even for manual assignment; a
         # group-less consumer gets a private one and never commits to it.

@@ -98,8 +98,10 @@ class _ConfluentProducer(ProducerBase):
         if err is not None:
             self._fail(msg.topic(), msg.partition(), msg.key(), msg.value(), str(err))
 
-    def _send(self, topic, value, key, headers, partition) -> None:  # noqa: ANN001 - see ProducerBase._send
+    def _send(self, topic, value, key, headers, partition, timestamp_ms=None) -> None:  # noqa: ANN001 - see ProducerBase._send
         kwargs: dict[str, Any] = {"on_delivery": self._on_delivery}
+        if timestamp_ms is not None:
+            kwargs["timestamp"] = timestamp_ms
         if key is not None:
             kwargs["key"] = key
         if partition is not None:

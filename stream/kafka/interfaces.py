@@ -50,10 +50,12 @@ class Producer(_Closeable):
         key: bytes | None = None,
         headers: Sequence[tuple[str, bytes]] | Mapping[str, bytes] | None = None,
         partition: int | None = None,
+        timestamp_ms: int | None = None,
     ) -> None:
         """Queue one record. Without ``partition``, a key picks the partition by
         murmur2 (Java-compatible, identical across the three implementations);
-        no key spreads records over partitions."""
+        no key spreads records over partitions. ``timestamp_ms``: the record's
+        CreateTime (default: now, the producer's clock)."""
 
     @abc.abstractmethod
     def flush(self, timeout: float = 30.0) -> None:
@@ -223,6 +225,7 @@ class Client(abc.ABC):
         auto_offset_reset: OffsetReset = "earliest",
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         fetch_wait_ms: int | None = None,
+        max_response_bytes: int | None = None,
         **overrides: Any,
     ) -> Consumer:
         """A new consumer; ``group_id=None`` makes a group-less (manual-only) one.
@@ -233,7 +236,7 @@ class Client(abc.ABC):
         data (``None``: 100 ms; the memory broker answers at once). ``overrides``
         are client-dialect settings and win over everything else.
         """
-        settings = ConsumerSettings(group_id, auto_offset_reset, session_timeout_ms, fetch_wait_ms)
+        settings = ConsumerSettings(group_id, auto_offset_reset, session_timeout_ms, fetch_wait_ms, max_response_bytes)
         return self.open_consumer(settings, overrides)
 
     def open_consumer(self, settings: ConsumerSettings, overrides: Mapping[str, Any]) -> Consumer:

@@ -99,9 +99,10 @@ class _KafkaPythonProducer(ProducerBase):
         # Runs on kafka-python's sender thread.
         self._fail(topic, partition, key, value, repr(exc))
 
-    def _send(self, topic, value, key, headers, partition) -> None:  # noqa: ANN001 - see ProducerBase._send
+    def _send(self, topic, value, key, headers, partition, timestamp_ms=None) -> None:  # noqa: ANN001 - see ProducerBase._send
         try:
-            future = self._producer.send(topic, value=value, key=key, headers=headers, partition=partition)
+            future = self._producer.send(topic, value=value, key=key, headers=headers, partition=partition,
+                                         timestamp_ms=timestamp_ms)
         except (ValueError, AssertionError, kafka.errors.KafkaError) as exc:
             # kafka-python reports some failures synchronously (unknown partition,
             # metadata timeout); collect them like asynchronous ones.

@@ -151,7 +151,8 @@ class MemoryBroker:
         with self._lock:
             return len(self._logs.get(topic, ()))
 
-    def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None, headers: Headers) -> Record:
+    def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None, headers: Headers,
+               timestamp_ms: int | None = None) -> Record:
         with self._lock:
             if topic not in self._logs:
                 if not self.auto_create_topics:
@@ -161,7 +162,8 @@ class MemoryBroker:
             if not 0 <= partition < len(parts):
                 raise KafkaTransportError(f"unknown partition {topic}[{partition}]")
             log_ = parts[partition]
-            record = Record(topic, partition, len(log_), key, value, int(time.time() * 1000), headers)
+            stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+            record = Record(topic, partition, len(log_), key, value, stamp, headers)
             log_.append(record)
             self._changed.notify_all()
             return record
@@ -298,7 +300,7 @@ class _MemoryProducer(ProducerBase):
         self._broker = broker
         self._round_robin: dict[str, itertools.count] = {}
 
-    def _send(self, topic, value, key, headers, partition) -> None:  # noqa: ANN001 - see ProducerBase._send
+    def _send(self, topic, value, key, headers, partition, timestamp_ms=None) -> None:  # noqa: ANN001 - see ProducerBase._send
         value = bytes(value) if value is not None else None
         key = bytes(key) if key is not None else None
         try:
@@ -310,7 +312,7 @@ class _MemoryProducer(ProducerBase):
                     partition = murmur2_partition(key, n)
                 else:
                     partition = next(self._round_robin.setdefault(topic, itertools.count())) % n
-            self._broker.append(topic, partition, key, value, tuple(headers or ()))
+            self._broker.append(topic, partition, key, value, tuple(headers or ()), timestamp_ms)
         except KafkaTransportError as exc:
             self._fail(topic, partition, key, value, str(exc))
 
