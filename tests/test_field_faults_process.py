@@ -293,10 +293,15 @@ def test_8_every_start_up_mistake_is_one_line_and_exit_2(kafka_broker, tmp_path)
         started = {name: subprocess.Popen(
             [sys.executable, "-m", "sgm.consumers.cli", "serve", *base, *args], stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, env=env if name == "bad environment value" else None) for name, args in cases.items()}
+        started["sgm feed, unreachable broker"] = subprocess.Popen(  # the load generator died the same way
+            [sys.executable, "-m", "sgm.consumers.cli", "feed", "--bootstrap-servers", "127.0.0.1:1",
+             "--connect-timeout", "2", "--docs", "5", "--log-level", "ERROR"], stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE)
         results = {name: (p.wait(120), p.stderr.read().decode()) for name, p in started.items()}
     busy.close()
     for name, (code, stderr) in results.items():
         lines = [line for line in stderr.splitlines() if not line.startswith("{")]  # JSON log lines aside
         assert code == 2, f"{name}: exit {code}\n{stderr[-2000:]}"
-        assert len(lines) == 1 and lines[0].startswith("sgm serve: "), f"{name}: {stderr[-2000:]}"
+        command = "sgm feed: " if name.startswith("sgm feed") else "sgm serve: "
+        assert len(lines) == 1 and lines[0].startswith(command), f"{name}: {stderr[-2000:]}"
         assert "Traceback" not in stderr, name

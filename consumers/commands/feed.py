@@ -20,6 +20,7 @@ import argparse
 import dataclasses
 import logging
 import signal
+import sys
 import threading
 import time
 
@@ -33,7 +34,7 @@ KAFKA_SETTINGS = {
     "bootstrap_servers", "client", "train_topic", "score_topic", "output_topic", "dlq_topic", "create_topics",
     "train_partitions", "score_partitions", "replication_factor", "security_protocol", "sasl_mechanism",
     "sasl_username", "sasl_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname",
-    "log_format", "log_level",
+    "log_format", "log_level", "connect_timeout",
 }  # fmt: skip
 #: Seconds between flushes (and progress checks) while sending.
 FLUSH_INTERVAL = 0.25
@@ -56,10 +57,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Exit status 0, or 2 with one line on stderr when the configuration is wrong or Kafka stays
+    unreachable past ``--connect-timeout``."""
     from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
-    from sgm.stream.kafka import KafkaTransportError, open_client
+    from sgm.stream.kafka import DeliveryError, KafkaTransportError, open_client
 
-    cfg = service_config.from_args(args)
+    try:
+        cfg = service_config.from_args(args)
+    except (ValueError, OSError) as exc:
+        print(f"sgm feed: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     setup_logging(cfg.log_format, cfg.log_level)
     stop = threading.Event()
 
@@ -78,8 +85,15 @@ def run(args: argparse.Namespace) -> int:
         malformed_rate=args.malformed_rate, start_ts=started, docs_per_second=docs_per_second, id_prefix=prefix,
     ))
     client = open_client(cfg.client, cfg.kafka())
-    if cfg.create_topics:
+    try:
         _create_topics(client, cfg, stop, KafkaTransportError)
+    except KafkaTransportError as exc:
+        log.error("cannot start", extra={"error": str(exc)})
+        print(f"sgm feed: could not reach Kafka at {cfg.bootstrap_servers} within --connect-timeout "
+              f"{cfg.connect_timeout:g} s: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    if stop.is_set():
+        return 0
     producer = client.producer()
     sent = {"train": 0, "score": 0}
     malformed = 0
@@ -101,33 +115,48 @@ def run(args: argparse.Namespace) -> int:
             malformed += not event.valid
             now = time.monotonic()
             if now - last_flush >= FLUSH_INTERVAL:
-                producer.flush()
+                _flush(producer, DeliveryError)
                 last_flush = now
             if now - last_progress >= PROGRESS_INTERVAL:
                 last_progress = now
                 log.info("progress", extra={"sent": dict(sent), "malformed": malformed,
                                             "records_per_second": round((n + 1) / (now - clock), 1)})
     finally:
-        producer.close()
+        try:
+            producer.close()
+        except DeliveryError as exc:
+            log.error("records not delivered at the end", extra={"error": str(exc)})
     log.info("done", extra={"sent": sent, "malformed": malformed, "seconds": round(time.monotonic() - clock, 1)})
     return 0
 
 
-def _create_topics(client, cfg, stop: threading.Event, transport_error: type[Exception], timeout: float = 120.0) -> None:
-    """Create the service's topics (as ``sgm serve`` would), retrying while the broker starts."""
-    deadline = time.monotonic() + timeout
-    while True:
+def _create_topics(client, cfg, stop: threading.Event, transport_error: type[Exception]) -> None:
+    """Reach Kafka and create the service's topics (as ``sgm serve`` would), retrying with a backoff
+    (one log line per attempt) until it works, ``stop`` is set, or ``--connect-timeout`` passes (raises)."""
+    started, backoff = time.monotonic(), 0.1
+    while not stop.is_set():
         try:
             with client.admin() as admin:
-                admin.create_topics([
-                    (cfg.train_topic, cfg.train_partitions, cfg.replication_factor),
-                    (cfg.score_topic, cfg.score_partitions, cfg.replication_factor),
-                    (cfg.output_topic, cfg.score_partitions, cfg.replication_factor),
-                    (cfg.dlq_topic, 1, cfg.replication_factor),
-                ])
+                admin.list_topics(timeout=2.0)  # an unreachable broker fails fast
+                if cfg.create_topics:
+                    admin.create_topics([
+                        (cfg.train_topic, cfg.train_partitions, cfg.replication_factor),
+                        (cfg.score_topic, cfg.score_partitions, cfg.replication_factor),
+                        (cfg.output_topic, cfg.score_partitions, cfg.replication_factor),
+                        (cfg.dlq_topic, 1, cfg.replication_factor),
+                    ], timeout=15.0)
             return
         except transport_error as exc:
-            if time.monotonic() > deadline or stop.is_set():
+            if cfg.connect_timeout is not None and time.monotonic() - started + backoff > cfg.connect_timeout:
                 raise
-            log.warning("broker not ready; retrying", extra={"error": str(exc)})
-            stop.wait(2.0)
+            log.warning("broker not ready; retrying", extra={"error": str(exc), "retry_in": backoff})
+            stop.wait(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+
+def _flush(producer, delivery_error: type[Exception]) -> None:
+    """A load generator keeps going when deliveries fail (broker down): it says how many were lost."""
+    try:
+        producer.flush()
+    except delivery_error as exc:
+        log.error("records not delivered; going on", extra={"error": str(exc)})
