@@ -277,7 +277,10 @@ class _Reader:
         filename = _filename(disposition_params.get("filename") or params.get("name") or "")
         part = Part(ctype, params, cte, disposition, filename, depth, parent, (body, end), fields_)
         children: list[tuple[int, int, str]] = []
-        if ctype.startswith("multipart/"):
+        nests = ctype.startswith("multipart/") or (ctype == "message/rfc822" and cte in _IDENTITY_CTES)
+        if nests and depth >= self.limits.max_depth:
+            self.flag("too_deep")  # not split nor read: the work stops at this level
+        elif ctype.startswith("multipart/"):
             boundary = params.get("boundary", "")
             if not boundary:
                 self.flag("multipart_without_boundary")
@@ -290,14 +293,11 @@ class _Reader:
                     part.content_type = "text/plain"
                 else:
                     children = [(s, e, child_type) for s, e in ranges]
-        elif ctype == "message/rfc822" and cte in _IDENTITY_CTES:
+        elif nests:
             if self.reserved < self.limits.max_parts:
                 children = [(body, end, "text/plain")]
             else:
                 self.flag("too_many_parts")
-        if children and depth >= self.limits.max_depth:
-            self.flag("too_deep")
-            children = []
         return part, children
 
     def content_type(self, raw: bytes, default_type: str) -> tuple[str, dict[str, str]]:
