@@ -1,31 +1,90 @@
 """Whole messages vs their text twin on the SpamAssassin stream, prequential, one run.
 
-    python -m bench.mail_stream                    # the dev-chosen mail configuration vs the text twin's best
-    python -m bench.mail_stream --mode ablation    # dev: the mail configuration without each feature group
-    python -m bench.mail_stream --mode search --model uc_jm_dp_ps --iters 8 --points 12   # dev search
+    python -m bench.mail_stream                    # the mail configurations vs the text twins, dev / after dev / all
+    python -m bench.mail_stream --mode ablation    # dev: the default without each feature group
+    python -m bench.mail_stream --mode search --ngrams 3 --iters 8 --points 12   # dev search (--system text: twin)
 
 Data: ``spamassassin-raw.jsonl.gz`` (6,045 messages as original bytes, ``raw_b64``)
 and its twin ``spamassassin.jsonl.gz`` (the same ids, labels and order; Subject
-plus decoded text/plain as ``text``), found through ``$SGM_DATA_DIR`` or
+plus decoded text as ``text``), found through ``$SGM_DATA_DIR`` or
 ``<repo>/../shared/data``; the script says so and exits 0 when they are absent.
 
 Protocol, as docs/RESULTS.md does it for spamassassin: the stream in ``ts``
-order (stable); test-then-train one document at a time (``predict_proba_one``,
-then ``learn_one`` with the label at once); the first document is learned
-unscored. Development data = the first 25% of the stream (1,511 messages):
-configurations (model, parameters, feature options) are chosen there only, then
-run over the whole stream, whose first quarter is that same dev stream.
+order (stable); test-then-train one document at a time (score, then
+``learn_one`` with the label at once); the first document is learned unscored.
+Development data = the first 25% of the stream (1,511 messages). Every choice
+(model, parameters, feature options) is made there only; one run over the
+whole stream then reports three slices of the same outcomes: ``dev`` (equal to
+a run on the dev stream alone), ``after dev`` (the 4,534 later messages, never
+used for a choice: the held-out part) and ``whole stream`` (what docs/RESULTS.md
+reports).
 
-Printed per system: accuracy (argmax), 1-ROCA% (``100 (1 - ROC AUC)`` of the
-spam probability, the TREC spam track's measure, via
-``sgm.consumers.evaluation.measures``), FP rate (ham called spam) and FN rate
-(spam missed) at threshold 0.5, and the FN rate at the best threshold whose FP
-rate is at most 0.1% and 1% (from the ROC curve over the scored stream).
+Printed per system: accuracy (p(spam) >= 0.5), 1-ROCA% = ``100 (1 - ROC AUC)``
+(the TREC spam track's measure, ``sgm.consumers.evaluation.measures``) ranked by
+the spam log-odds ``log p(spam) - log p(ham)`` and, as docs/RESULTS.md computed
+it, by p(spam) (probabilities saturate at 1.0 and tie), FP rate (ham called
+spam) and FN rate (spam missed) at 0.5, and the FN rate at the best threshold
+whose FP rate is at most 0.1% and 1%.
 
-The mail system reads each message with :class:`sgm.model.mail.MailFeatures`;
-the text twin is ``uc_jm_dp_ps`` with word bigrams and the parameters
-``sgm tune`` chose for it (docs/RESULTS.md). Both run in the same process, on
-the same order, with the same model code.
+Results (2-core VM shared with other jobs, Python 3.11, 2026-11-26; mail
+extraction 1.6-2.3 ms/message over 3 runs, the same numbers in each)::
+
+    system                                  slice   acc     1-ROCA%  (p)    FP%@.5  FN%@.5  FN%@FP<=.1%  FN%@FP<=1%
+    mail, dev 1-ROCA choice (default)       dev     0.9656  0.395   0.390   10.74   0.00    100.00        9.55
+                                            after   0.9876  0.316   0.318    0.93   2.53     58.57        1.96
+                                            whole   0.9821  0.286   0.288    2.07   1.16     52.30        4.33
+    mail, dev accuracy choice               dev     0.9848  0.927   0.734    4.55   0.10    100.00       64.91
+                                            after   0.9879  0.605   0.701    0.76   3.11     28.77        2.30
+                                            whole   0.9871  0.446   0.500    1.21   1.48     60.79        1.69
+    text twin, RESULTS.md (dev accuracy)    dev     0.9848  1.005   0.816    2.69   0.97    100.00       70.76
+                                            after   0.9859  0.939   0.958    0.63   4.72     54.89        2.99
+                                            whole   0.9856  0.671   0.662    0.87   2.69     84.54        2.22
+    text twin, dev 1-ROCA search            dev     0.9735  0.579   0.576    5.37   1.36    100.00        8.09
+                                            after   0.9850  0.922   0.923    0.63   5.18     59.26        3.11
+                                            whole   0.9821  0.652   0.653    1.18   3.11     66.54        3.85
+    text twin + trigrams, dev 1-ROCA search dev     0.9722  0.528   0.525    7.02   0.78    100.00       10.14
+                                            after   0.9857  0.775   0.775    0.60   4.95     48.45        3.22
+                                            whole   0.9823  0.519   0.518    1.35   2.69     54.83        4.75
+
+The issue's target, 1-ROCA% <= 0.33% over the stream (half the twin's 0.662%),
+is reached by the dev-chosen default: 0.286% (0.288% from probabilities); on
+the held-out part 0.316% against the twin's 0.939% (a third). Its price is the
+cold start: with theta = 2 the prior of a stream that opens with ~640 spams and
+8 hams calls early ham spam (dev FP 10.7% at 0.5), which also makes its
+whole-stream FN at FP <= 1% (4.33%) worse than the twin's (2.22%); after dev it
+is better (1.96% vs 2.99%). The accuracy-chosen configuration has the best
+accuracy (0.9871) and whole-stream FN at FP <= 1% (1.69%) but 1-ROCA 0.446%.
+A decision threshold (or theta) set for an FP target is work for the service
+integration.
+
+How the default was chosen (dev stream only; 1-ROCA% by log-odds as the
+objective, ``sgm.consumers.evaluation.search.gaussian_random_search`` over the
+model's parameters in the ``model.spec.PARAMS`` tuning ranges and meta_weight
+in [0.05, 5], later [0.05, 20]):
+
+1. all groups, bigrams, received_hops 2, from the spec defaults, 8x12 (97
+   points): 1.151 -> 0.636 (beta 0.985, mu 8636, theta 2, ups 0, meta_weight 4.49);
+2. the ablation at that point showed the words of mailing-list fields costing
+   most (0.635 -> 0.427 without them; SpamAssassin's Bayes drops them too):
+   they became presence-only (0.434); at that point trigrams 0.395, unigrams
+   0.644; received_hops 0 / 1 / 4: 0.485 / 0.444 / 0.439 (2: 0.434);
+   meta_weight 1 / 2 / 8: 0.734 / 0.589 / 0.617;
+3. trigrams from the spec defaults, 8x12: 1.100 -> 0.475; from point 1 with
+   meta_weight up to 20, 12x16 (193 points): nothing better than the start,
+   0.395: the default;
+4. ablation at the default (``--mode ablation``, dev 1-ROCA%; every group kept,
+   none of the removals improved it): all 0.395; without body 1.133, html
+   0.455, urls 0.436, received 0.425, headers 0.419, addresses 0.415, subject
+   0.400, mime 0.397, flags 0.396, attachments 0.395; body words alone 0.843.
+   Paid most: body words, then html markup, URLs, the Received chain, headers
+   and addresses; mime, flags and attachments are neutral on this stream
+   (few attachments, few malformed messages).
+
+The accuracy choice: the same features, 8x12 from the spec defaults with
+accuracy as the objective (0.9748 -> 0.9848). The text twins: 12x16 searches
+for 1-ROCA% from the RESULTS.md point (bigrams: 1.005 -> 0.579) and from that
+result with trigrams (0.539 -> 0.528): the twin gets the same search for the
+same measure, so the gap is not a tuning artefact.
 """
 from __future__ import annotations
 
@@ -47,7 +106,7 @@ import numpy as np
 from sgm.consumers.evaluation.measures import one_minus_roca_pct, roc_auc, roc_curve
 from sgm.consumers.evaluation.search import Dimension, dimensions_for, gaussian_random_search
 from sgm.model.factory import build_model
-from sgm.model.mail import GROUPS, MailFeatures, MailOptions
+from sgm.model.mail import GROUPS, MAIL_CONFIG, MailFeatures, MailOptions
 from sgm.model.text import Tokenizer
 
 RAW_FILE, TEXT_FILE = "spamassassin-raw.jsonl.gz", "spamassassin.jsonl.gz"
@@ -58,18 +117,32 @@ POSITIVE = "spam"
 TEXT_TWIN = {"model": "uc_jm_dp_ps", "params": {"beta": 0.651882, "mu": 128.702, "theta": 0.494594, "ups": 0.0},
              "tokenizer": {"ngrams": 2}}
 
-#: The mail configuration chosen on the dev stream (see the module notes at the end for how).
-MAIL_DEFAULT: dict[str, Any] = {
+#: The mail configuration chosen on the dev stream for the issue's measure, 1-ROCA% (module notes).
+MAIL_DEFAULT: dict[str, Any] = {**MAIL_CONFIG, "mail": MailOptions.from_dict(MAIL_CONFIG["mail"]).to_dict()}
+
+#: The same features and search with accuracy as the dev objective (as docs/RESULTS.md chose the twin).
+MAIL_BY_ACCURACY: dict[str, Any] = {
     "model": "uc_jm_dp_ps",
-    "params": {"beta": 0.651882, "mu": 128.702, "theta": 0.494594, "ups": 0.0},
-    "mail": MailOptions().to_dict(),
+    "params": {"beta": 0.753033, "mu": 0.1, "theta": 0.0, "ups": 0.0},
+    "mail": MailOptions(ngrams=3, meta_weight=0.378489, received_hops=2).to_dict(),
 }
 
+#: The text twin searched on the dev stream for 1-ROCA% like the mail default (same search, same budget).
+TEXT_TWIN_BY_ROC = {"model": "uc_jm_dp_ps", "params": {"beta": 0.967038, "mu": 10000.0, "theta": 0.888055, "ups": 0.0},
+                    "tokenizer": {"ngrams": 2}}
+
+#: The same search for the text twin with word trigrams, the mail default's n-gram order.
+TEXT_TRIGRAMS_BY_ROC = {"model": "uc_jm_dp_ps",
+                        "params": {"beta": 0.985019, "mu": 10000.0, "theta": 0.714984, "ups": 0.0},
+                        "tokenizer": {"ngrams": 3}}
 
 #: What the default run compares, in this order.
 SYSTEMS: list[tuple[str, dict[str, Any]]] = [
-    ("mail", MAIL_DEFAULT),
-    ("text twin", TEXT_TWIN),
+    ("mail, dev 1-ROCA choice (default)", MAIL_DEFAULT),
+    ("mail, dev accuracy choice", MAIL_BY_ACCURACY),
+    ("text twin, RESULTS.md (dev accuracy)", TEXT_TWIN),
+    ("text twin, dev 1-ROCA search", TEXT_TWIN_BY_ROC),
+    ("text twin + trigrams, dev 1-ROCA search", TEXT_TRIGRAMS_BY_ROC),
 ]
 
 
@@ -191,6 +264,11 @@ def run(config: dict[str, Any], documents: Sequence[dict], docs: Sequence[Doc]) 
     return result
 
 
+def part(scored: Scored, start: int, stop: int | None = None) -> Scored:
+    """The outcomes of scored documents ``start:stop`` (of one run: the model kept learning throughout)."""
+    return Scored(scored.is_spam[start:stop], scored.p_spam[start:stop], scored.log_odds[start:stop], scored.seconds)
+
+
 def dev_size(n: int) -> int:
     return max(2, round(n * DEV_FRACTION))
 
@@ -249,8 +327,13 @@ def compare(folder: Path, systems: Sequence[tuple[str, dict[str, Any]]]) -> list
             if key not in cache:
                 cache[key] = text_documents(text_docs, ngrams)
             documents, docs = cache[key], text_docs
-        rows.append((f"{name}, dev", run(config, documents[:dev], docs[:dev])))
-        rows.append((f"{name}, whole stream", run(config, documents, docs)))
+        scored = prequential(config, documents, docs)
+        # the first document is learned unscored: scored document i is stream document i + 1
+        for label, piece in (("dev", part(scored, 0, dev - 1)), ("after dev", part(scored, dev - 1)),
+                             ("whole stream", scored)):
+            result = measures(piece)
+            result["seconds"] = scored.seconds if label == "whole stream" else None
+            rows.append((f"{name}, {label}", result))
         print(f"  {name}: {describe(config)}", flush=True)
     return rows
 

@@ -173,8 +173,9 @@ def test_every_non_body_term_has_a_prefix_no_word_can_have():
 
 
 def test_meta_weight_scales_exactly_the_non_body_terms():
-    one, half = features(SPAM), features(SPAM, meta_weight=0.5)
+    one, half = features(SPAM, meta_weight=1.0), features(SPAM, meta_weight=0.5)
     assert one.keys() == half.keys()
+    assert features(SPAM)["hdr:X-Mailer"] == MailOptions().meta_weight
     for term in one:
         assert half[term] == (one[term] * 0.5 if ":" in term else one[term])
 
@@ -194,6 +195,17 @@ def test_options_round_trip_and_validation():
         MailOptions.from_dict({"ngram": 2})
     with pytest.raises(ValueError):
         MailLimits(max_parts=0)
+
+
+def test_the_default_configuration_builds_and_matches_the_option_defaults():
+    from sgm.model import build_model
+    from sgm.model.mail import MAIL_CONFIG
+
+    assert MailOptions.from_dict(MAIL_CONFIG["mail"]) == MailOptions()
+    model = build_model({k: v for k, v in MAIL_CONFIG.items() if k != "mail"})
+    model.learn_one(mail_features(SPAM), ["spam"])
+    model.learn_one(mail_features(HAM), ["ham"])
+    assert model.predict_one(mail_features(HAM.replace(b"broken", b"fixed"))) == "ham"
 
 
 def test_models_learn_and_score_the_mapping():

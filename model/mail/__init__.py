@@ -23,16 +23,16 @@ module              job
 Examples
 --------
 >>> from sgm.model.mail import MailFeatures, MailOptions
->>> extract = MailFeatures(MailOptions(ngrams=1))
+>>> extract = MailFeatures(MailOptions(ngrams=1, meta_weight=1.0))
 >>> terms = extract(b"From: a@example.org\\nSubject: hello\\n\\nsee http://example.net/x")
 >>> terms["hello"], terms["from.dom:example.org"], terms["url.host:example.net"]
 (1, 1.0, 1.0)
 """
-from .features import GROUPS, MailExtraction, MailFeatures, MailOptions, mail_features
+from .features import GROUPS, MAIL_CONFIG, MailExtraction, MailFeatures, MailOptions, mail_features
 from .flags import FLAGS
 from .headers import IGNORED_HEADERS
 from .html import HtmlText, html_to_text
 from .parse import MailLimits, ParsedMessage, WorkStats, Part, parse_message
 
-__all__ = ["FLAGS", "GROUPS", "IGNORED_HEADERS", "HtmlText", "MailExtraction", "MailFeatures", "MailLimits",
+__all__ = ["FLAGS", "GROUPS", "IGNORED_HEADERS", "MAIL_CONFIG", "HtmlText", "MailExtraction", "MailFeatures", "MailLimits",
            "MailOptions", "WorkStats", "ParsedMessage", "Part", "html_to_text", "mail_features", "parse_message"]
