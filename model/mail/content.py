@@ -145,7 +145,7 @@ def _url(url: str, emit: Emit) -> str:
     rest = url[len(scheme) + 3:] if scheme else url
     authority, path = (rest.split("/", 1) + [""])[:2] if "/" in rest else (rest, "")
     if "?" in authority or "#" in authority:
-        authority, tail = re.split(r"[?#]", authority, 1)
+        authority, tail = re.split(r"[?#]", authority, maxsplit=1)
         path = "?" + tail + path
     if "@" in authority:
         emit("url:userinfo")
