@@ -30,7 +30,7 @@ import io
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -84,7 +84,7 @@ class LabelledDoc:
     labels: tuple[str, ...]
     ts: float | None
     split: str | None
-    raw: bytes | None = None
+    raw: bytes | None = field(default=None, repr=False)  # can be large
 
     @property
     def document(self) -> str | Message:
