@@ -397,6 +397,19 @@ class GenerativeTextModel:
         terms = sorted(zip((term_names[t] for t in record.terms.tolist()), record.raw.tolist()))
         return LearnedDocument(sorted(class_names[c] for c in record.classes), record.ts, terms, record.seq)
 
+    def documents_per_class(self) -> dict:
+        """Live documents per class (labels; label tuples in powerset mode), as learn guards count them.
+
+        >>> from sgm.model import MNB
+        >>> m = MNB("u_jm"); m.learn_many(["a", "b", "c"], ["spam", "ham", "spam"])
+        3
+        >>> m.documents_per_class()
+        {'spam': 2, 'ham': 1}
+        """
+        state = self.state
+        names, active = state.classes.names, state.active_classes().tolist()
+        return {self._class_name(names[i]): int(state.cls_refs[i]) for i in active}
+
     def document_ids(self) -> set[str]:
         """Ids of the live documents."""
         return set(self.state.docs)

@@ -29,7 +29,7 @@ Examples
 >>> terms["hello"], terms["from.dom:example.org"], terms["url.host:example.net"]
 (1, 1.0, 1.0)
 """
-from .features import GROUPS, MAIL_CONFIG, MailExtraction, MailFeatures, MailOptions, mail_features
+from .features import GROUPS, MAIL_CONFIG, MailExtraction, MailFeatures, MailOptions, mail_features, with_meta_weight
 from .flags import FLAGS
 from .headers import IGNORED_HEADERS
 from .html import HtmlText, html_to_text
@@ -38,4 +38,4 @@ from .parse import MailLimits, ParsedMessage, WorkStats, Part, parse_message
 
 __all__ = ["FLAGS", "GROUPS", "IGNORED_HEADERS", "MAIL_CONFIG", "HtmlText", "MailExtraction", "MailFeatures", "MailLimits",
            "MailOptions", "Message", "WorkStats", "ParsedMessage", "Part", "html_to_text", "mail_features",
-           "parse_message"]
+           "parse_message", "with_meta_weight"]
