@@ -258,10 +258,15 @@ def run_campaign(config: CampaignConfig, say: Callable[..., None] = print) -> di
         # Let every process start, catch up (/ready) and the classifiers join their group before the records
         # arrive: a classifier killed during a broker freeze while its first join is pending can leave Tansu's
         # group coordinator waiting for it for good (a fresh group id works; docs/RELIABILITY.md).
+        # A fixed wait for the join (about half the 6 s session timeout on Tansu) was not enough on a busy
+        # machine: the group had assigned nothing when the freeze came. Wait until the classifiers hold
+        # every scoring partition (their sgm_consumer_lag{source="score"} series, published every 2 s).
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not all(p.ready() for p in processes):
+        classifiers = [p for p in processes if p.role == "classifier"]
+        while time.monotonic() < deadline and not (
+                all(p.ready() for p in processes)
+                and sum(p.scoring_partitions() for p in classifiers) >= config.score_partitions):
             time.sleep(0.2)
-        time.sleep(4.0)  # a join on Tansu completes after about half the session timeout (6 s)
         feeder = Feeder(client, stream, topics, config.rate)
         feed_started = time.monotonic()
         feeder.start()

@@ -124,15 +124,23 @@ class Supervised:
         except OSError:
             return False
 
-    def training_offset(self) -> int | None:
-        """The running process's next training offset, from its metrics endpoint (None if unreachable)."""
+    def _metrics(self) -> str | None:
         port = self.metrics_port()
         if port is None:
             return None
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2.0) as response:
-                text = response.read().decode()
+                return response.read().decode()
         except OSError:
             return None
-        found = re.search(r'^sgm_training_offset\{partition="0"\} ([0-9.e+]+)$', text, re.M)
+
+    def training_offset(self) -> int | None:
+        """The running process's next training offset, from its metrics endpoint (None if unreachable)."""
+        text = self._metrics()
+        found = text and re.search(r'^sgm_training_offset\{partition="0"\} ([0-9.e+]+)$', text, re.M)
         return int(float(found.group(1))) if found else None
+
+    def scoring_partitions(self) -> int:
+        """Scoring partitions the running process holds now (its ``sgm_consumer_lag{source="score"}`` series)."""
+        text = self._metrics() or ""
+        return len(re.findall(r'^sgm_consumer_lag\{[^}]*source="score"[^}]*\} ', text, re.M))
