@@ -185,14 +185,28 @@ def test_4_a_record_too_large_to_fetch_is_skipped_with_a_dead_letter(kafka_broke
 
 
 # ------------------------------------------------------------------------------ 9. readiness
-def test_9_a_classifier_scores_only_once_it_caught_up_with_training(kafka_broker, unique_name, tmp_path):
-    """All training produced first: every output must come from a model holding all of it."""
+def test_9_a_classifier_scores_only_once_it_caught_up_with_training(kafka_broker, unique_name, tmp_path, monkeypatch):
+    """All training produced first: every output must come from a model holding all of it.
+
+    Applying is slowed (20 ms per poll of two records: ~6 s for the backlog) so that catching up
+    outlasts the scoring group's join (~3 s on Tansu): before readiness the classifier joined
+    and answered with a half-trained model; now ``/ready`` says 503 until it caught up.
+    """
+    from sgm.consumers.service import training
+
+    applying = training.apply_in_log_order
+
+    def slowly(*args, **kwargs):
+        time.sleep(0.02)
+        return applying(*args, **kwargs)
+
+    monkeypatch.setattr(training, "apply_in_log_order", slowly)
     cfg = field_config(kafka_broker.bootstrap_servers, unique_name, tmp_path / "state", max_poll_records=2,
                        score_partitions=2)
     client = open_client("confluent", kafka_broker.config())
     with client.admin() as admin:
         admin.create_topics([(cfg.train_topic, 1, 1), (cfg.score_topic, 2, 1), (cfg.output_topic, 2, 1)])
-    n_train = 8000  # two per poll: applying them takes longer than joining the scoring group
+    n_train = 600
     produce(cfg.bootstrap_servers, cfg.train_topic, [learn(i) for i in range(n_train)])
     produce(cfg.bootstrap_servers, cfg.score_topic,
             [encode_score(ScoreRecord(id=f"q{i}", text=PROBES[i % len(PROBES)])) for i in range(200)],
@@ -200,13 +214,14 @@ def test_9_a_classifier_scores_only_once_it_caught_up_with_training(kafka_broker
     running = start_service(cfg, client)
     try:
         port = running.service.metrics_address[1]
-        early = ready_status(port)
+        wait_until(lambda: len(running.service.model) > 0, 30, "catching up")
+        assert ready_status(port) == 503 and sample(running.service, "sgm_ready") == 0  # before: no /ready
+        assert len(running.service.model) < n_train
         answered = outputs(client, cfg.output_topic, 200)
         assert len({o.id for o in answered}) == 200
         assert min(o.model["version"] for o in answered) == n_train  # nothing answered by a half-trained model
         assert min(o.model["documents"] for o in answered) == n_train
         assert ready_status(port) == 200 and sample(running.service, "sgm_ready") == 1
-        assert early in (200, 503)  # (catching up may already be over; the outputs above are the proof)
     finally:
         running.halt()
 
