@@ -48,6 +48,7 @@ class Supervised:
         self.starts = 0
         self.kills = 0
         self.crashes: list[dict[str, Any]] = []
+        self.stopped = False  # stopped on purpose (stop_for_now): not a crash, not restarted by check()
         self.lock = threading.Lock()
 
     def start(self) -> None:
@@ -68,12 +69,23 @@ class Supervised:
     def check(self) -> bool:
         """Restart the process if it exited on its own (a crash); True if it did."""
         with self.lock:
-            if self.process is None or self.process.poll() is None:
+            if self.stopped or self.process is None or self.process.poll() is None:
                 return False
             code = self.process.returncode
             self.crashes.append({"returncode": code, "at": time.time(), "log_tail": self.log_tail(1500)})
             self.start()
             return True
+
+    def stop_for_now(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM and wait (a graceful stop, as an operator's restart); :meth:`resume` starts it again."""
+        with self.lock:
+            self.stopped = True
+        return self.terminate(timeout)
+
+    def resume(self) -> None:
+        with self.lock:
+            self.stopped = False
+            self.start()
 
     def terminate(self, timeout: float = 60.0) -> int | None:
         with self.lock:
