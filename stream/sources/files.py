@@ -103,6 +103,11 @@ def _folder_entries(folder: Path, base: Path, fmt: str, ids: str, label_from_fol
             yield from _walk(path, base, fmt, ids, label_from_folder, sub_label)
         elif is_file:
             yield from _read_file(path, base, fmt, ids)
+        else:  # a broken link, a pipe, a socket, a device: nothing to read as a document
+            why = "not a regular file"
+            if entry.is_symlink():
+                why = "a link to a folder, not followed" if path.is_dir() else "a broken link"
+            yield Skipped(path_id(path, base), "unreadable", why)
 
 
 def _kind(path: Path, fmt: str) -> str:
