@@ -110,7 +110,7 @@ def _summary(entries, tally, unanswered: set[str], saved, args) -> None:
     if unanswered:
         print(f"sgm score: {len(unanswered):,} documents got no answer within {args.timeout:g} s "
               "(is sgm serve running on these topics? a busy service may need a longer --timeout)", file=sys.stderr)
-    judged = [e for e in entries if e.doc.labels and e.answer is not None]
+    judged = [e for e in entries if e.answer is not None and _usable(e.doc.labels)]
     if judged:
         correct = sum(set(e.answer.labels) == set(e.doc.labels) for e in judged)
         print(f"sgm score: accuracy {correct / len(judged):.4f} ({correct:,} of {len(judged):,} labelled documents)",
@@ -118,7 +118,12 @@ def _summary(entries, tally, unanswered: set[str], saved, args) -> None:
     if saved is not None:
         known = {label for name in saved.model.classes_
                  for label in (name if isinstance(name, tuple) else (name,))}
-        unknown = sorted({label for e in entries for label in e.doc.labels} - known)
+        unknown = sorted({label for e in entries if _usable(e.doc.labels) for label in e.doc.labels} - known)
         if unknown:
             print(f"sgm score: labels the model does not know: {', '.join(unknown[:10])} (it knows: "
                   f"{', '.join(sorted(known)[:10]) or 'nothing yet'})", file=sys.stderr)
+
+
+def _usable(labels) -> bool:
+    """Truth labels the summary can judge by: non-empty, each a non-blank string."""
+    return bool(labels) and all(isinstance(label, str) and label.strip() for label in labels)

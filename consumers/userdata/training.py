@@ -60,6 +60,10 @@ def send_training(job: str, args: argparse.Namespace, items: Iterable[SourceDoc 
         if sender is not None:
             sender.close()
         progress.close()
+    if not tally.done and not tally.skipped_total:
+        print(f"{command}: nothing to {job}: no documents found in {', '.join(map(str, args.paths)) or 'the ids given'}",
+              file=sys.stderr)
+        return 1
     print(f"{command}: {tally.summary(verb)}")
     if sender is not None and sender.failed:
         print(f"{command}: the broker did not confirm {sender.failed:,} of {tally.done:,} records "
@@ -75,7 +79,7 @@ def send_training(job: str, args: argparse.Namespace, items: Iterable[SourceDoc 
     if interrupted:
         print(f"{command}: interrupted; what is counted above was {verb}", file=sys.stderr)
         return 130
-    return 0
+    return 0 if tally.done else 1
 
 
 def _record(job: str, doc: SourceDoc, first_origin: dict[str, str]) -> tuple[SourceDoc, bytes] | Skipped:
