@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from sgm.consumers import config as service_config
 
     from ..userdata.connection import Unreachable, connect
-    from ..userdata.progress import ProgressLine
+    from ..progress import ProgressLine
     from ..userdata.scoring import format_answer, prepare, score_locally, score_through_service
     from ..userdata.snapshots import NoSnapshot, load_saved_model
     from ..userdata.tally import Tally

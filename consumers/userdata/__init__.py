@@ -11,7 +11,6 @@ module              job
 ``answers``         outputs and dead letters of this run's scoring records, by id
 ``scoring``         ``score``: through the service, or locally from a snapshot
 ``snapshots``       the newest snapshot of a state directory, read without a broker
-``progress``        the progress line (counts, rate)
 ``tally``           handled and skipped counts, and the summary
 ==================  ===============================================================
 """

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable
 
 from sgm.stream.sources import SourceDoc, Skipped
 
-from .progress import ProgressLine
+from ..progress import ProgressLine
 from .records import checked_record
 from .tally import Tally
 

@@ -16,7 +16,7 @@ from sgm.stream.sources import SourceDoc, Skipped
 
 from .. import config as service_config
 from .connection import Unreachable, connect
-from .progress import ProgressLine
+from ..progress import ProgressLine
 from .records import checked_record
 from .sending import TopicSender
 from .tally import Tally

@@ -1,4 +1,4 @@
-"""A one-line progress display on stderr: counts, rate, elapsed time, and a bar when the total is known.
+"""A one-line progress display on stderr (sgm learn, score, tune): counts, rate, elapsed time, and a bar when the total is known.
 
 Drawn only when enabled (by default: when the stream is a terminal), at most
 five times a second, so a loop can call :meth:`ProgressLine.update` per item.
@@ -11,7 +11,7 @@ Examples
 >>> line.update(sent=10, skipped=1)
 >>> line.close()
 >>> out.getvalue().splitlines()[-1].split("\\r")[-1].rstrip()
-'learn: 10 sent, 1 skipped, 5/s, 2.0s'
+'learn: 10 sent, 1 skipped, 5.0/s, 2.0s'
 """
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ class ProgressLine:
             self.counts[name] = self.counts.get(name, 0) + value
         if self.enabled:
             now = self.clock()
-            if now - self.drawn >= 0.2:
+            finished = self.total is not None and next(iter(self.counts.values()), 0) >= self.total
+            if now - self.drawn >= 0.2 or finished:
                 self.drawn = now
                 self._draw(now)
 
@@ -68,7 +69,8 @@ class ProgressLine:
         if self.total:
             share = min(first / self.total, 1.0)
             head += f"[{'#' * int(share * 20)}{'.' * (20 - int(share * 20))}] {share:6.1%} "
-        return head + ", ".join(parts) + f", {first / elapsed:,.0f}/s, {elapsed:.1f}s"
+        rate = first / elapsed
+        return head + ", ".join(parts) + (f", {rate:,.1f}/s" if rate < 10 else f", {rate:,.0f}/s") + f", {elapsed:.1f}s"
 
     def _draw(self, now: float) -> None:
         text = self.text(now)
@@ -76,12 +78,16 @@ class ProgressLine:
         self.stream.flush()
         self.width = len(text)
 
-    def close(self) -> None:
-        """Draw the final counts and end the line."""
-        if self.enabled:
+    def close(self, keep: bool = True) -> None:
+        """Draw the final counts and end the line (``keep=False``: erase it instead)."""
+        if not self.enabled:
+            return
+        if keep:
             self._draw(self.clock())
             self.stream.write("\n")
-            self.stream.flush()
+        elif self.drawn >= 0:
+            self.stream.write("\r" + " " * self.width + "\r")
+        self.stream.flush()
 
 
 def _isatty(stream) -> bool:
