@@ -657,17 +657,17 @@ def _worker_objective(point: dict[str, float]) -> float:
 
 def parallel_map(task: DevTask, workers: int) -> tuple[Callable, Callable[[], None]]:
     """``(map_fn, close)`` evaluating points of ``task`` in ``workers`` forked processes
-    (in-process when ``workers <= 1`` or fork is unavailable)."""
+    (in-process when ``workers <= 1`` or fork is unavailable); ``map_fn`` yields the scores in order, lazily."""
     import multiprocessing
 
     global _WORKER_TASK
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return (lambda fn, points: [task(p) for p in points]), (lambda: None)
+        return (lambda fn, points: (task(p) for p in points)), (lambda: None)
     _WORKER_TASK = task
     pool = multiprocessing.get_context("fork").Pool(workers)
 
-    def map_fn(_fn, points):
-        return pool.map(_worker_objective, points, chunksize=1)
+    def map_fn(_fn, points):  # results in order, each as soon as it is ready (a caller can show progress)
+        return pool.imap(_worker_objective, points, chunksize=1)
 
     def close() -> None:
         global _WORKER_TASK
