@@ -46,7 +46,8 @@ import numpy as np
 from sgm.model import build_model, model_config
 from sgm.consumers.evaluation import measures as metrics
 from sgm.model.text import Tokenizer
-from sgm.stream.datasets import LabelledDoc, find_dataset, load_jsonl, split as split_by_field, time_ordered
+from sgm.stream.datasets import (LabelledDoc, find_dataset, load_jsonl, missing_dataset_message,
+                                 split as split_by_field, time_ordered)
 
 MODES = ("split", "prequential")
 OBJECTIVES = ("accuracy", "micro_f1", "macro_f1", "roc_auc", "neg_log_loss")
@@ -65,11 +66,12 @@ def resolve_data(name_or_path: str | os.PathLike) -> Path:
     >>> resolve_data("no-such-dataset")
     Traceback (most recent call last):
     ...
-    FileNotFoundError: no dataset file or shared dataset named 'no-such-dataset' (set SGM_DATA_DIR?)
+    FileNotFoundError: no dataset file or shared dataset named 'no-such-dataset'
+    ...
     """
     found = find_dataset(str(name_or_path))
     if found is None:
-        raise FileNotFoundError(f"no dataset file or shared dataset named {str(name_or_path)!r} (set SGM_DATA_DIR?)")
+        raise FileNotFoundError(missing_dataset_message(str(name_or_path)))
     return found
 
 
