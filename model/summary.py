@@ -42,7 +42,7 @@ def model_summary(model) -> dict[str, Any]:
                        "weight": float(state.cls_docs.get(c)) * scale})
     labels.sort(key=lambda item: (-item["documents"], item["label"]))
     config = model.config()
-    summary = {
+    return {
         "family": config["family"],
         "spec": config["spec"],
         "params": config["params"],
@@ -58,7 +58,3 @@ def model_summary(model) -> dict[str, Any]:
         "bytes": model.memory_bytes(),
         "model_time": stats["model_time"],
     }
-    guard = getattr(model, "learn_guard", None)
-    if guard is not None and hasattr(guard, "summary"):
-        summary["learn_guard"] = guard.summary()
-    return summary

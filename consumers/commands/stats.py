@@ -79,9 +79,6 @@ def format_summary(summary: dict, max_labels: int = 30) -> str:
         f"memory      ~{summary['bytes'] / 1e6:,.1f} MB in a process that loads it",
         f"model time  {_time(summary['model_time'])} (the latest event time learned)",
     ]
-    guard = summary.get("learn_guard")
-    if guard:
-        lines.append(f"learn guard {json.dumps(guard, sort_keys=True)}")
     lines.append(f"checksum    {snap['checksum']}")
     return "\n".join(lines)
 
