@@ -193,3 +193,36 @@ def test_an_empty_folder_yields_nothing(tmp_path):
 ])
 def test_mail_sniffing(head, expected):
     assert looks_like_mail(head) is expected
+
+
+# ---------------------------------------------------------------------------- properties
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=3000), fmt=st.sampled_from(["auto", "text", "mail", "mbox", "jsonl"]))
+def test_readers_never_raise_on_any_bytes(tmp_path, data, fmt):
+    path = tmp_path / "input"
+    path.write_bytes(data)
+    for item in read_paths([path], fmt=fmt):
+        assert isinstance(item, (SourceDoc, Skipped))
+        if isinstance(item, Skipped):
+            assert item.reason and item.origin
+
+
+header = st.from_regex(r"(From|Subject|X-[A-Za-z]{1,8}): [ -~]{0,40}", fullmatch=True)
+body_line = st.one_of(st.from_regex(r"[ -~]{0,60}", fullmatch=True),
+                      st.from_regex(r">{0,3}From [ -~]{0,30}", fullmatch=True))  # lines an mbox must quote
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.lists(header, min_size=2, max_size=4), st.lists(body_line, max_size=6)),
+                min_size=1, max_size=5))
+def test_mboxrd_round_trip(tmp_path, messages):
+    raws = [("\n".join(["Received: from a by b", *heads]) + "\n\n" + "".join(line + "\n" for line in body)).encode()
+            for heads, body in messages]
+    path = tmp_path / "box.mbox"
+    path.write_bytes(mboxrd(raws))
+    found = list(read_paths([path]))
+    assert [d.raw for d in found if isinstance(d, SourceDoc)] == raws
+    assert not [s for s in found if isinstance(s, Skipped)]
