@@ -170,3 +170,14 @@ def test_broker_port_in_use_is_one_line(tmp_path):
         port = taken.getsockname()[1]
         done = sgm("broker", "--port", str(port), check=False, timeout=30)
     assert done.returncode == 2 and "is in use" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_dry_run_needs_no_broker_and_the_progress_line_counts(messy_folder, capsys):
+    root, valid_texts, _ = messy_folder
+    code = main(["learn", "--bootstrap-servers", "127.0.0.1:9", "--label", "spam", "--dry-run", "--progress",
+                 str(root)])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert out.startswith(f"sgm learn: checked {len(valid_texts) + 2 * service_reads_mail()} ")
+    last = err.split("\r")[-1]
+    assert last.startswith("sgm learn: ") and " checked, " in last and " skipped, " in last and "/s, " in last
