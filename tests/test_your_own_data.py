@@ -1,16 +1,22 @@
 """The README's "Your own data" section, done as a user does it, with the installed ``sgm`` command.
 
-``sgm broker`` and ``sgm serve`` run in the background; ``sgm learn`` sends a
-folder of spam and a file of ham (the first 3,000 messages of the SpamAssassin
-stream from ../shared/data); ``sgm score`` scores the next 500 through the
-service and locally from the service's snapshot. Checked: both ways give the
-same labels and posteriors, accuracy is above 0.95, learning the same inputs
-again leaves the model's checksum unchanged, and ``sgm forget`` of one id
-changes the model exactly as the model's own ``forget`` does. Skipped, saying
-so, when the shared data is absent.
+``sgm broker`` and ``sgm serve`` run in the background; ``sgm learn`` sends
+the first 3,000 messages of the SpamAssassin stream from ../shared/data, the
+spam as one input and the ham as another; ``sgm score`` scores the next 500
+through the service and locally from the service's snapshot. Checked: both ways
+give the same labels and posteriors, accuracy is above 0.95, learning the same
+inputs again leaves the model's checksum unchanged, and ``sgm forget`` of one
+id changes the model exactly as the model's own ``forget`` does.
+
+Two forms of the same messages: whole mail (``spamassassin-raw``: the spam as a
+maildir, the ham as an mbox, the held-out messages as maildirs per label) and
+text (``spamassassin``: the spam as a folder of text files, the ham as a gzip
+JSON Lines file, the held-out documents as JSON Lines). Skipped, saying so,
+when the shared data is absent.
 """
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import re
@@ -22,19 +28,56 @@ import pytest
 
 from sgm.consumers.userdata.snapshots import load_saved_model
 from sgm.stream.datasets import find_dataset
+from sgm.stream.records import InvalidRecord, parse_train
+from sgm.stream.sources import content_id
 from tests.cli_helpers import Background, sgm
 
 TRAIN, TEST = 3000, 500
 pytestmark = pytest.mark.kafka
 
 
-@pytest.fixture(scope="module")
-def stream_text():
-    path = find_dataset("spamassassin")
+def first_documents(name: str) -> list[dict]:
+    path = find_dataset(name)
     if path is None:
-        pytest.skip("../shared/data/spamassassin.jsonl.gz is absent (set SGM_DATA_DIR to the shared data folder)")
+        pytest.skip(f"../shared/data/{name}.jsonl.gz is absent (set SGM_DATA_DIR to the shared data folder)")
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         return [json.loads(line) for _, line in zip(range(TRAIN + TEST), handle)]
+
+
+def service_reads_mail() -> bool:
+    record = json.dumps({"id": "m", "labels": ["x"], "raw_b64": base64.b64encode(b"Subject: x\n\ny").decode()})
+    try:
+        parse_train(record.encode())
+    except InvalidRecord:
+        return False
+    return True
+
+
+def mail_inputs(root: Path, docs) -> tuple[list[list[str]], list[str], dict[str, str]]:
+    """Spam as a maildir, ham as an mbox (mboxrd), held-out messages as one maildir per label."""
+    junk, held_out = root / "Junk", root / "held-out"
+    for folder in (junk / "cur", junk / "new", junk / "tmp", held_out / "spam" / "cur", held_out / "ham" / "cur"):
+        folder.mkdir(parents=True)
+    truth = {}
+    with open(root / "archive.mbox", "wb") as mbox:
+        for i, doc in enumerate(docs):
+            raw = base64.b64decode(doc["raw_b64"])
+            # the corpus files start with an mbox 'From ' line: the separator, not part of the message
+            separator, message = raw.split(b"\n", 1) if raw.startswith(b"From ") else (b"From corpus", raw)
+            name = f"{1_000_000_000 + i}.M{i}P1.host:2,S"
+            label = doc["labels"][0]
+            if i >= TRAIN:
+                (held_out / label / "cur" / name).write_bytes(raw)
+                truth[content_id("mail", message)] = label
+            elif label == "spam":
+                (junk / "cur" / name).write_bytes(raw)
+            else:
+                mbox.write(separator + b"\n")
+                for line in message.splitlines(keepends=True):
+                    mbox.write(b">" + line if line.lstrip(b">").startswith(b"From ") else line)
+                mbox.write(b"\n" if message.endswith(b"\n") else b"\n\n")
+    return ([["--label", "spam", str(junk)], ["--label", "ham", str(root / "archive.mbox")]],
+            ["--label-from-folder", str(held_out)], truth)
 
 
 def text_inputs(root: Path, docs) -> tuple[list[list[str]], list[str], dict[str, str]]:
@@ -82,8 +125,16 @@ def answers(output: str) -> dict[str, dict]:
     return {row["id"]: row for row in map(json.loads, output.splitlines())}
 
 
-def test_your_own_data_end_to_end(stream_text, tmp_path):
-    learn_args, score_paths, truth = text_inputs(tmp_path, stream_text)
+@pytest.mark.parametrize("form", ["mail", "text"])
+def test_your_own_data_end_to_end(form, tmp_path):
+    if form == "mail":
+        docs = first_documents("spamassassin-raw")
+        if not service_reads_mail():
+            pytest.skip("this build's service does not read whole messages (raw_b64): waits on the mail "
+                        "integration (#17); the text form runs the same flow")
+        learn_args, score_paths, truth = mail_inputs(tmp_path, docs)
+    else:
+        learn_args, score_paths, truth = text_inputs(tmp_path, first_documents("spamassassin"))
     state = tmp_path / "state"
     broker = Background("broker", "--port", "0", log=tmp_path / "broker.log")
     serve = None
@@ -108,7 +159,7 @@ def test_your_own_data_end_to_end(stream_text, tmp_path):
         remote = sgm("score", "--bootstrap-servers", bootstrap, "--json", *score_paths, timeout=120)
         local = sgm("score", "--state-dir", str(state), "--json", *score_paths)
         through_service, from_snapshot = answers(remote.stdout), answers(local.stdout)
-        assert set(through_service) == set(from_snapshot) == set(truth)
+        assert set(through_service) == set(from_snapshot) == set(truth), (remote.stderr, local.stderr)
         for doc_id, row in through_service.items():
             other = from_snapshot[doc_id]
             assert row["labels"] == other["labels"], doc_id
@@ -116,8 +167,9 @@ def test_your_own_data_end_to_end(stream_text, tmp_path):
             assert [t["p"] for t in row["top_k"]] == pytest.approx([t["p"] for t in other["top_k"]], abs=1e-9)
             assert row["model"]["version"] == other["model"]["version"] == end
         accuracy = sum(row["labels"] == [truth[i]] for i, row in through_service.items()) / len(truth)
-        assert accuracy > 0.95
-        assert f"accuracy {accuracy:.4f} ({round(accuracy * TEST)} of {TEST} labelled documents)" in local.stderr
+        assert accuracy > 0.95, accuracy
+        assert f"accuracy {accuracy:.4f} ({round(accuracy * len(truth))} of {len(truth)} labelled documents)" \
+            in local.stderr
 
         # learning the same inputs again changes nothing
         before = saved.model.checksum()
