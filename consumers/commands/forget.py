@@ -24,7 +24,14 @@ from ..userdata.connection import add_kafka_arguments
 from ..userdata.inputs import add_input_arguments, documents
 
 
+#: Shown by --help.
+EXAMPLES = """    sgm forget ~/Mail/spam-folder/cur/1030000000.M1.host:2,S
+    sgm forget --id mail:3f2a9c..."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = "examples:\n" + EXAMPLES + "\n\nguide: docs/YOUR_DATA.md"
     add_input_arguments(parser, labels=None)
     parser.add_argument("--id", action="append", default=[], metavar="ID", help="a document id (repeatable)")
     parser.add_argument("--id-file", action="append", default=[], metavar="FILE",

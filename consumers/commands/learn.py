@@ -25,7 +25,16 @@ from ..userdata.connection import add_kafka_arguments
 from ..userdata.inputs import add_input_arguments, check_labels, documents
 
 
+#: Shown by --help.
+EXAMPLES = """    sgm learn --label spam ~/Mail/spam-folder          # a maildir, or any folder of messages
+    sgm learn --label ham archive.mbox notes/*.eml
+    sgm learn data.jsonl.gz                           # records carry their own labels
+    sgm learn --label-from-folder corpus/             # corpus/spam/..., corpus/ham/..."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = "examples:\n" + EXAMPLES + "\n\nguide: docs/YOUR_DATA.md"
     add_input_arguments(parser, labels="label for inputs without labels of their own (repeat for several)")
     parser.add_argument("--dry-run", action="store_true", help="read and check everything, send nothing")
     add_kafka_arguments(parser)

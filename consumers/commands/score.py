@@ -29,7 +29,15 @@ from ..userdata.connection import add_kafka_arguments
 from ..userdata.inputs import add_input_arguments, check_labels, documents
 
 
+#: Shown by --help.
+EXAMPLES = """    sgm score message.eml
+    sgm score --state-dir state --json ~/Mail/inbox > verdicts.jsonl
+    sgm score --label-from-folder --state-dir state held-out/"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = "examples:\n" + EXAMPLES + "\n\nguide: docs/YOUR_DATA.md"
     add_input_arguments(parser, labels="the true label of inputs without labels of their own (for the accuracy "
                                        "in the summary)")
     out = parser.add_argument_group("scoring")

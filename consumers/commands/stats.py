@@ -21,7 +21,14 @@ import sys
 from datetime import datetime, timezone
 
 
+#: Shown by --help.
+EXAMPLES = """    sgm stats --state-dir state
+    sgm stats --state-dir /var/lib/sgm/state --json"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = "examples:\n" + EXAMPLES + "\n\nguide: docs/YOUR_DATA.md"
     parser.add_argument("--state-dir", default=os.environ.get("SGM_STATE_DIR", "state"), metavar="DIR",
                         help="the service's state directory [env SGM_STATE_DIR; default 'state']")
     parser.add_argument("--labels", type=int, default=30, metavar="N", help="labels listed (default 30, 0 = all)")
