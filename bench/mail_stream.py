@@ -1,8 +1,39 @@
 """Whole messages vs their text twin on the SpamAssassin stream, prequential, one run.
 
-    python -m bench.mail_stream                    # the mail configurations vs the text twins, dev / after dev / all
+    python -m bench.mail_stream                    # --preset spam through sgm eval's harness, VW beside it
+    python -m bench.mail_stream --mode decision    # dev: the preset's spam threshold and learn guards
+    python -m bench.mail_stream --mode compare     # the mail configurations vs the text twins (own loop)
     python -m bench.mail_stream --mode ablation    # dev: the default without each feature group
     python -m bench.mail_stream --mode search --ngrams 3 --iters 8 --points 12   # dev search (--system text: twin)
+
+``--mode eval`` (the default; docs/RESULTS.md "Whole emails" is its table) runs
+``sgm eval``'s own prequential harness (``evaluate_prequential``: the model
+reads each ``Message`` itself, the preset's decision decides) on the preset,
+the text twins through the same harness, and Vowpal Wabbit online logistic
+regression fed (a) the preset's extracted features of every message (the same
+term -> count mappings, names percent-encoded for VW's format) and (b) word
+unigrams + bigrams of the text twin; VW's learning rate is chosen on the dev
+stream by 1-ROCA% (the measure the mail default was chosen by), its scores are
+its raw margins (log-odds, no saturation). Results of 2026-11-27 (3 min)::
+
+    system                                    slice  1-ROCA%  FP%    FN%    FN%@FP<=.1%  FN%@FP<=1%
+    sgm --preset spam (mail)                  whole  0.286    0.63   8.55   52.30         4.33
+                                              after  0.316    0.41  17.26   58.57         1.96
+                                              dev    0.395    2.27   1.17  100.00         9.55
+    VW logistic, the preset's features, l=2   whole  0.467    1.81   2.37   84.01         5.86
+                                              after  0.205    0.57   4.83   21.63         2.99
+                                              dev    2.589   11.16   0.29   98.64        83.24
+    sgm text twin, RESULTS.md                 whole  0.671    0.87   2.69   84.54         2.22
+    sgm text twin + trigrams, dev 1-ROCA      whole  0.519    1.35   2.69   54.83         4.75
+    VW logistic + bigrams, text twin, l=8     whole  0.821    3.21   1.69   97.57        12.40
+
+``--mode decision``: the preset's model over the stream once, then every
+(threshold, min_spam, min_ham) of a grid (posterior thresholds at log-odds
+-5..30 in steps of 0.25; guards 0, 1, 2, 5, 10, 20, 50, 100, 200) scored on the
+dev part by ``FP_COST x FP + FN`` (``consumers/presets.py``: 9), ties to smaller
+guards and then the threshold nearest 0.5. Chosen: 0.99683, no guards (dev cost
+111: FP 11, FN 12; arg-max: FP 52, FN 0 -> 468). Every guard that would stop the
+early false positives also withholds the 640 spams that open the stream.
 
 Data: ``spamassassin-raw.jsonl.gz`` (6,045 messages as original bytes, ``raw_b64``)
 and its twin ``spamassassin.jsonl.gz`` (the same ids, labels and order; Subject
@@ -26,8 +57,9 @@ it, by p(spam) (probabilities saturate at 1.0 and tie), FP rate (ham called
 spam) and FN rate (spam missed) at 0.5, and the FN rate at the best threshold
 whose FP rate is at most 0.1% and 1%.
 
-Results (2-core VM shared with other jobs, Python 3.11, 2026-11-26; mail
-extraction 1.6-2.3 ms/message over 3 runs, the same numbers in each)::
+Results of ``--mode compare`` (the first step; 2-core VM shared with other jobs, Python 3.11,
+2026-11-26; mail extraction 1.6-2.3 ms/message over 3 runs, the same numbers in each; FP%/FN% at
+p(spam) >= 0.5)::
 
     system                                  slice   acc     1-ROCA%  (p)    FP%@.5  FN%@.5  FN%@FP<=.1%  FN%@FP<=1%
     mail, dev 1-ROCA choice (default)       dev     0.9656  0.395   0.390   10.74   0.00    100.00        9.55
@@ -103,8 +135,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from sgm.consumers.decision import SpamDecision
+from sgm.consumers.evaluation.documents import ReadDocuments
+from sgm.consumers.evaluation.harness import (EvalSetup, Outcomes, evaluate_prequential, labelled, load_examples,
+                                              measures as harness_measures, stream_order)
 from sgm.consumers.evaluation.measures import one_minus_roca_pct, roc_auc, roc_curve
 from sgm.consumers.evaluation.search import Dimension, dimensions_for, gaussian_random_search
+from sgm.consumers.presets import FP_COST, preset
 from sgm.model.factory import build_model
 from sgm.model.mail import GROUPS, MAIL_CONFIG, MailFeatures, MailOptions
 from sgm.model.text import Tokenizer
@@ -276,9 +313,9 @@ def dev_size(n: int) -> int:
 # ---------------------------------------------------------------- output
 COLUMNS = [("docs", "docs", "{:.0f}"), ("accuracy", "accuracy", "{:.4f}"), ("one_minus_roca_pct", "1-ROCA%", "{:.3f}"),
            ("one_minus_roca_p", "1-ROCA% (p)", "{:.3f}"),
-           ("fp_rate_pct", "FP% @0.5", "{:.2f}"), ("fn_rate_pct", "FN% @0.5", "{:.2f}"),
+           ("fp_rate_pct", "FP%", "{:.2f}"), ("fn_rate_pct", "FN%", "{:.2f}"),
            ("fn_at_fp_0.1pct", "FN% @FP<=0.1%", "{:.2f}"), ("fn_at_fp_1pct", "FN% @FP<=1%", "{:.2f}"),
-           ("seconds", "seconds", "{:.1f}")]
+           ("not_ready", "no verdict", "{:.0f}"), ("seconds", "seconds", "{:.1f}")]
 
 
 def table(rows: list[tuple[str, dict[str, float]]]) -> str:
@@ -399,6 +436,203 @@ def search(folder: Path, system: str, spec: str, options: MailOptions, ngrams: i
             "dev_best": result.best_score, "evaluations": result.evaluations}
 
 
+# ---------------------------------------------------------------- through sgm eval's harness
+OUTCOME_FIELDS = ("true_sets", "predicted_sets", "p_true", "p_positive", "ts", "positive_odds", "verdicts")
+SLICES = ("dev", "after dev", "whole stream")
+VW_RATES = (0.1, 0.5, 2.0, 8.0)
+
+
+def harness_streams(folder: Path) -> tuple[list, list]:
+    """The raw and the text stream as ``sgm eval`` reads them (LabelledDoc, ts order)."""
+    raw = stream_order(labelled(load_examples(folder / RAW_FILE)))
+    text = stream_order(labelled(load_examples(folder / TEXT_FILE)))
+    if [d.id for d in raw] != [d.id for d in text]:
+        raise SystemExit("the raw and text files do not hold the same stream (ids or order differ)")
+    return raw, text
+
+
+def part_of(outcomes: Outcomes, start: int, stop: int | None) -> Outcomes:
+    return Outcomes(**{name: getattr(outcomes, name)[start:stop] for name in OUTCOME_FIELDS})
+
+
+def sliced(outcomes: Outcomes, dev: int, decision: SpamDecision | None) -> dict[str, dict[str, Any]]:
+    """Harness measures on the dev part, the later part and the whole stream of one run (the first
+    document is learned unscored: scored document ``i`` is stream document ``i + 1``)."""
+    out = {}
+    for name, (start, stop) in zip(SLICES, ((0, dev - 1), (dev - 1, None), (0, None))):
+        part = part_of(outcomes, start, stop)
+        result = harness_measures(part, POSITIVE, decision)
+        truth = [POSITIVE in t for t in part.true_sets]
+        result["one_minus_roca_p"] = one_minus_roca_pct(roc_auc(truth, part.p_positive))
+        result["docs"] = len(part)
+        for target, value in (result.pop("fn_at_fp_pct") or {}).items():
+            result[f"fn_at_fp_{target}pct"] = value
+        result["not_ready"] = (result.get("decision") or {}).get("not_ready")
+        out[name] = result
+    return out
+
+
+def eval_system(config: dict[str, Any], docs: list, dev: int, decision: SpamDecision | None) -> dict[str, Any]:
+    """``sgm eval --mode prequential`` of one configuration (the harness itself), sliced."""
+    started = time.perf_counter()
+    setup = EvalSetup(mode="prequential", decision=decision)
+    report = evaluate_prequential(config, docs, setup, keep_outcomes=True)
+    slices = sliced(report.pop("_outcomes"), dev, decision)
+    slices["whole stream"]["seconds"] = time.perf_counter() - started
+    return slices
+
+
+def vw_safe(counts: dict[str, float]) -> dict[str, float]:
+    """Term names VW's text format can carry: spaces, ':' and '|' percent-encoded (one-to-one)."""
+    table = str.maketrans({"%": "%25", " ": "%20", ":": "%3A", "|": "%7C"})
+    return {term.translate(table): count for term, count in counts.items()}
+
+
+def vw_prequential(counts: list[dict[str, float]], docs: list, rate: float) -> Outcomes:
+    """VW online logistic regression, test-then-train like the harness. Scores are VW's raw margins (the
+    log-odds of its probability), so its ranking has no ties from saturated probabilities."""
+    from vowpalwabbit import Workspace
+
+    vw = Workspace(f"--loss_function logistic -l {rate} -b 24 --quiet")
+    outcomes = Outcomes()
+    for index, (features, doc) in enumerate(zip(counts, docs)):
+        line = " ".join(f"{term}:{count:g}" for term, count in features.items())
+        if index:
+            margin = float(vw.predict(f" | {line}"))
+            p = 1.0 / (1.0 + math.exp(-margin))
+            truth = POSITIVE in doc.labels
+            outcomes.true_sets.append(frozenset(doc.labels))
+            outcomes.predicted_sets.append(frozenset([POSITIVE if p >= 0.5 else "ham"]))
+            outcomes.p_true.append(p if truth else 1.0 - p)
+            outcomes.p_positive.append(p)
+            outcomes.positive_odds.append(margin)
+            outcomes.ts.append(doc.ts)
+        vw.learn(f"{1 if POSITIVE in doc.labels else -1} | {line}")
+    vw.finish()
+    return outcomes
+
+
+def vw_system(counts: list[dict[str, float]], docs: list, dev: int) -> tuple[float, dict[str, Any]]:
+    """VW's learning rate chosen on the dev stream by 1-ROCA% (the measure the mail default was chosen by)."""
+    started = time.perf_counter()
+    dev_scores = []
+    for rate in VW_RATES:
+        part = vw_prequential(counts[:dev], docs[:dev], rate)
+        dev_scores.append((harness_measures(part, POSITIVE)["one_minus_roca_pct"], rate))
+    rate = min(dev_scores)[1]
+    slices = sliced(vw_prequential(counts, docs, rate), dev, None)
+    slices["whole stream"]["seconds"] = time.perf_counter() - started
+    return rate, slices
+
+
+def eval_compare(folder: Path) -> list[tuple[str, dict[str, Any]]]:
+    """The spam preset through ``sgm eval``'s harness, VW on the same extracted features and on the text twin,
+    and the text twins through the harness: one process, one run each."""
+    from bench.peers import vw_available
+
+    raw_docs, text_docs = harness_streams(folder)
+    dev = dev_size(len(raw_docs))
+    print(f"{len(raw_docs)} messages, dev = the first {dev}", flush=True)
+    spam = preset("spam")
+    rows: list[tuple[str, dict[str, Any]]] = []
+
+    def add(name: str, slices: dict[str, dict[str, Any]], note: str) -> None:
+        rows.extend((f"{name}, {label}", result) for label, result in slices.items())
+        whole = slices["whole stream"]
+        print(f"  {name}: 1-ROCA% {whole['one_minus_roca_pct']:.3f} ({note})", flush=True)
+
+    add("sgm --preset spam (mail)", eval_system(spam.model_config(), raw_docs, dev, spam.decision),
+        describe(spam.model) + f"; decision {spam.decision.to_dict()}")
+    add("sgm text twin, RESULTS.md", eval_system(TEXT_TWIN, text_docs, dev, None), describe(TEXT_TWIN))
+    add("sgm text twin + trigrams, dev 1-ROCA", eval_system(TEXT_TRIGRAMS_BY_ROC, text_docs, dev, None),
+        describe(TEXT_TRIGRAMS_BY_ROC))
+    if not vw_available():
+        print("  VW rows skipped: vowpalwabbit does not import", flush=True)
+        return rows
+    started = time.perf_counter()
+    features = [vw_safe(terms) for terms in ReadDocuments(raw_docs, spam.model, mail=True).for_config(spam.model)]
+    print(f"  mail features for VW: {time.perf_counter() - started:.1f} s", flush=True)
+    rate, slices = vw_system(features, raw_docs, dev)
+    add("VW logistic, the preset's mail features", slices, f"l={rate:g} chosen on dev 1-ROCA")
+    bigrams = [{t.replace(" ", "_"): c for t, c in Tokenizer(ngrams=2)(d.text).items()} for d in text_docs]
+    rate, slices = vw_system(bigrams, text_docs, dev)
+    add("VW logistic + bigrams, text twin", slices, f"l={rate:g} chosen on dev 1-ROCA")
+    return rows
+
+
+# ---------------------------------------------------------------- the decision of the preset
+def _plain_posterior(log_odds: float) -> float:
+    """The posterior of ``log_odds`` with 3 significant digits of its distance to 0 or 1 (reads as a plain number)."""
+    p = 1.0 / (1.0 + math.exp(-log_odds))
+    near = min(p, 1.0 - p)
+    return round(p, 2 - math.floor(math.log10(near)))
+
+
+#: Thresholds on the spam posterior: log-odds -5 .. 30 in steps of 0.25.
+THRESHOLDS = tuple(sorted({_plain_posterior(x / 4) for x in range(-20, 121)}))
+GUARDS = (0, 1, 2, 5, 10, 20, 50, 100, 200)
+
+
+def choose_decision(is_spam: Sequence[bool], p_spam: Sequence[float], learned: Sequence[tuple[int, int]],
+                    fp_cost: float) -> list[tuple[float, SpamDecision, int, int, int]]:
+    """Every (threshold, min_spam, min_ham) of the grid with its dev cost ``fp_cost * FP + FN``, FP, FN
+    and documents without a verdict, best first (ties: smaller guards, then the threshold nearest 0.5)."""
+    y = np.asarray(is_spam, dtype=bool)
+    p = np.asarray(p_spam, dtype=np.float64)
+    spams, hams = np.asarray([n for n, _ in learned]), np.asarray([m for _, m in learned])
+    out = []
+    for min_spam in GUARDS:
+        for min_ham in GUARDS:
+            ready = (spams >= min_spam) & (hams >= min_ham)
+            for threshold in THRESHOLDS:
+                said = ready & (p >= threshold)
+                fp, fn = int((said & ~y).sum()), int((~said & y).sum())
+                out.append((fp_cost * fp + fn, SpamDecision("spam", threshold, min_spam, min_ham), fp, fn,
+                            int((~ready).sum())))
+    out.sort(key=lambda r: (r[0], r[1].min_spam + r[1].min_ham, abs(math.log(r[1].threshold / (1 - r[1].threshold)
+                                                                         if r[1].threshold < 1 else 1e300))))
+    return out
+
+
+def decision_mode(folder: Path) -> dict[str, Any]:
+    """Choose the preset's threshold and learn guards on the dev stream; report them on all three slices."""
+    raw_docs, _ = harness_streams(folder)
+    dev = dev_size(len(raw_docs))
+    spam = preset("spam")
+    report = evaluate_prequential(spam.model_config(), raw_docs, EvalSetup(mode="prequential"), keep_outcomes=True)
+    outcomes: Outcomes = report.pop("_outcomes")
+    # learned before scored document i (= stream document i + 1): the labels of stream documents 0..i
+    counts, learned = [0, 0], []
+    for doc in raw_docs[:-1]:
+        counts[0 if POSITIVE in doc.labels else 1] += 1
+        learned.append((counts[0], counts[1]))
+    truth = [POSITIVE in t for t in outcomes.true_sets]
+    ranked = choose_decision(truth[: dev - 1], outcomes.p_positive[: dev - 1], learned[: dev - 1], FP_COST)
+    print(f"dev = the first {dev} messages; cost = {FP_COST} x FP + FN on dev; best 10:")
+    for cost, rule, fp, fn, waiting in ranked[:10]:
+        print(f"  cost {cost:5.0f}  FP {fp:3d}  FN {fn:3d}  not ready {waiting:4d}  {rule}")
+    chosen = ranked[0][1]
+    rows = []
+    for label, result in sliced(apply_decision(outcomes, learned, chosen), dev, chosen).items():
+        rows.append((f"chosen {chosen.threshold:g}/{chosen.min_spam}/{chosen.min_ham}, {label}", result))
+    for label, result in sliced(outcomes, dev, None).items():
+        rows.append((f"arg-max (no guards), {label}", result))
+    spamassassin = SpamDecision("spam", 0.5, 200, 200)  # for comparison: SpamAssassin's default guards
+    for label, result in sliced(apply_decision(outcomes, learned, spamassassin), dev, spamassassin).items():
+        rows.append((f"0.5 with guards 200/200, {label}", result))
+    print(table(rows))
+    return {"chosen": chosen.to_dict(), "fp_cost": FP_COST, "top": [(c, r.to_dict(), fp, fn, w)
+                                                                      for c, r, fp, fn, w in ranked[:20]]}
+
+
+def apply_decision(outcomes: Outcomes, learned: Sequence[tuple[int, int]], decision: SpamDecision) -> Outcomes:
+    """The outcomes as the decision's verdicts and output labels make them (what ``sgm eval`` reports)."""
+    out = part_of(outcomes, 0, None)
+    out.verdicts = [decision.verdict(p, {"spam": n, "ham": m}) for p, (n, m) in zip(out.p_positive, learned)]
+    out.predicted_sets = [frozenset([POSITIVE if v == "spam" else "ham"]) for v in out.verdicts]
+    return out
+
+
 def load_config(path: str) -> dict[str, Any]:
     """A configuration from a JSON file: a configuration, or a search report holding one under "config"."""
     data = json.loads(Path(path).read_text())
@@ -407,7 +641,7 @@ def load_config(path: str) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mode", choices=("compare", "ablation", "search"), default="compare")
+    parser.add_argument("--mode", choices=("eval", "decision", "compare", "ablation", "search"), default="eval")
     parser.add_argument("--config", help="a JSON file with a mail configuration (default: the built-in MAIL_DEFAULT)")
     parser.add_argument("--system", choices=("mail", "text"), default="mail", help="search: whole messages or the text twin")
     parser.add_argument("--model", default="uc_jm_dp_ps", help="search: the model's affix string")
@@ -430,7 +664,14 @@ def main(argv: Sequence[str] | None = None) -> int:
               "repository)")
         return 0
     config = load_config(args.config) if args.config else MAIL_DEFAULT
-    if args.mode == "search":
+    if args.mode == "eval":
+        rows = eval_compare(folder)
+        print(table(rows))
+        out = {"mode": "eval", "preset": preset("spam").model, "decision": preset("spam").decision.to_dict(),
+               "rows": rows}
+    elif args.mode == "decision":
+        out = decision_mode(folder)
+    elif args.mode == "search":
         opts = MailOptions.from_dict(config["mail"])
         overrides = {"groups": args.groups.split(",") if args.groups else None, "ngrams": args.ngrams,
                      "received_hops": args.received_hops}
@@ -447,7 +688,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(table(rows))
         out = {"mode": args.mode, "config": config, "text_twin": TEXT_TWIN, "rows": rows}
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1))
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(out, indent=1, default=sorted))  # frozensets as lists
     return 0
 
 

@@ -59,3 +59,22 @@ def test_prequential_scores_every_document_but_the_first(tmp_path, monkeypatch):
     monkeypatch.setenv("SGM_DATA_DIR", str(tmp_path))
     loaded = mail_stream.load_stream(mail_stream.data_folder() / mail_stream.RAW_FILE, "raw_b64")
     assert [d.id for d in loaded] == [d.id for d in docs]
+
+
+def test_decision_grid_prefers_the_cheapest_rule_and_smaller_guards():
+    # ham at 0.6 early (one spam learned, no ham yet), later a spam at 0.8 and a ham at 0.3
+    is_spam, p_spam = [False, True, False], [0.6, 0.8, 0.3]
+    learned = [(1, 0), (1, 1), (2, 1)]
+    best = mail_stream.choose_decision(is_spam, p_spam, learned, fp_cost=9)[0]
+    cost, rule, fp, fn, waiting = best
+    assert (cost, fp, fn) == (0, 0, 0) and rule.min_ham == 0 and rule.min_spam == 0  # a threshold in (0.6, 0.8]
+    assert 0.6 < rule.threshold <= 0.8 and waiting == 0
+    # when the threshold cannot separate them, a guard can: the early ham is scored before any ham is learned
+    best = mail_stream.choose_decision([False, True], [0.9, 0.8], [(1, 0), (1, 1)], fp_cost=9)[0]
+    assert best[0] == 0 and best[1].min_ham == 1
+
+
+def test_vw_names_are_encoded_one_to_one():
+    terms = {"from.dom:a b": 1.0, "from.dom:a_b": 2.0, "x|y": 3.0, "50%": 4.0, "50%25": 5.0}
+    safe = mail_stream.vw_safe(terms)
+    assert len(safe) == len(terms) and not any(c in name for name in safe for c in " :|")

@@ -94,6 +94,19 @@ def _number(value: Any, digits: int = 4) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else f"{value:,}"
 
 
+def _decisions(report: Mapping[str, Any]) -> str:
+    """Two-label data: the error rates of the decisions (the spam threshold and learn guards, or the arg-max)."""
+    decision = report.get("decision")
+    rule = (f"threshold {decision['threshold']:g}, min_spam {decision['min_spam']}, min_ham {decision['min_ham']}: "
+            f"not_ready {decision['not_ready']}" if decision else "arg-max")
+    line = (f"decisions ({rule}): FP rate {_number(report.get('fp_rate_pct'), 3)}%, "
+            f"FN rate {_number(report.get('fn_rate_pct'), 3)}%")
+    at_fp = report.get("fn_at_fp_pct") or {}
+    if at_fp:
+        line += "; FN rate at " + ", ".join(f"{target}% FP {_number(value, 3)}%" for target, value in at_fp.items())
+    return line
+
+
 def format_report(report: Mapping[str, Any], true_sets: Sequence[frozenset],
                   predicted_sets: Sequence[frozenset], max_labels: int = MAX_MATRIX_LABELS) -> str:
     """The whole text report: what was evaluated, the headline measures, per class, the confusion matrix."""
@@ -106,6 +119,8 @@ def format_report(report: Mapping[str, Any], true_sets: Sequence[frozenset],
                 f"(order {report['order']}, delay {report['delay']}, {report['unscored']} unscored)")
     lines = [f"{config['model']} on {report.get('data', 'the data')}, {what}"]
     lines.append("  ".join(f"{name} {_number(report.get(key))}" for key, name in HEADLINE))
+    if report.get("fp_rate_pct") is not None or report.get("fn_rate_pct") is not None:
+        lines.append(_decisions(report))
     lines.append(f"speed: learn {_number(report.get('learn_docs_per_s'), 0)} docs/s, "
                  f"score {_number(report.get('score_docs_per_s'), 0)} docs/s")
     rows = per_class(true_sets, predicted_sets)

@@ -23,10 +23,6 @@ from sgm.stream.sources import SourceDoc, Skipped
 
 __all__ = ["checked_record"]
 
-#: What a mail record needs until the service reads raw_b64 (the service then accepts it, and this note goes unused).
-MAIL_SUPPORT_NOTE = "this service version does not read whole messages (raw_b64)"
-
-
 def checked_record(doc: SourceDoc, job: str, limits: Limits = DEFAULT_LIMITS) -> bytes | Skipped:
     """The encoded record of ``doc`` for ``job`` (``learn``, ``forget`` or ``score``), or why it cannot be sent."""
     record = doc.record("forget" if job == "forget" else "learn", with_labels=job == "learn")
@@ -42,8 +38,5 @@ def checked_record(doc: SourceDoc, job: str, limits: Limits = DEFAULT_LIMITS) ->
         else:
             parse_train(value, limits)
     except InvalidRecord as exc:
-        detail = exc.detail
-        if "raw_b64" in record and exc.reason in (Reason.MISSING_FIELD, Reason.CONFLICTING_FIELDS):
-            detail = f"{MAIL_SUPPORT_NOTE}: {detail}"
-        return Skipped(doc.origin, exc.reason.value, detail)
+        return Skipped(doc.origin, exc.reason.value, exc.detail)
     return value

@@ -18,6 +18,7 @@ module              job
 ``content``         body evidence (html, urls, mime, attachments groups), the text to tokenize
 ``features``        :class:`MailOptions`, :class:`MailFeatures`: all of it as term counts
 ``flags``           the flag names and what each means
+``message``         :class:`Message`: a raw message as a document every model accepts
 ==================  ====================================================================
 
 Examples
@@ -28,11 +29,13 @@ Examples
 >>> terms["hello"], terms["from.dom:example.org"], terms["url.host:example.net"]
 (1, 1.0, 1.0)
 """
-from .features import GROUPS, MAIL_CONFIG, MailExtraction, MailFeatures, MailOptions, mail_features
+from .features import GROUPS, MAIL_CONFIG, MailExtraction, MailFeatures, MailOptions, mail_features, with_meta_weight
 from .flags import FLAGS
 from .headers import IGNORED_HEADERS
 from .html import HtmlText, html_to_text
+from .message import Message
 from .parse import MailLimits, ParsedMessage, WorkStats, Part, parse_message
 
 __all__ = ["FLAGS", "GROUPS", "IGNORED_HEADERS", "MAIL_CONFIG", "HtmlText", "MailExtraction", "MailFeatures", "MailLimits",
-           "MailOptions", "WorkStats", "ParsedMessage", "Part", "html_to_text", "mail_features", "parse_message"]
+           "MailOptions", "Message", "WorkStats", "ParsedMessage", "Part", "html_to_text", "mail_features",
+           "parse_message", "with_meta_weight"]
