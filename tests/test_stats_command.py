@@ -36,3 +36,22 @@ def test_stats_text_and_json(tmp_path, capsys):
     assert report["snapshot"]["version"] == 8 and report["snapshot"]["checksum"] == model.checksum()
     assert main(["stats", "--state-dir", str(tmp_path / "state"), "--labels", "1"]) == 0
     assert "... and 1 more (--labels 0 lists all)" in capsys.readouterr().out
+
+
+def test_learn_guards_in_stats_and_in_local_verdicts(tmp_path, capsys):
+    model = MNB("u_jm")
+    model.learn_many(["cheap pills", "buy pills now", "lunch at noon"], ["spam", "spam", "ham"], ids=["a", "b", "c"])
+    SnapshotStore(tmp_path / "state").save(model.to_bytes({"train_offsets": {"0": 3}, "train_topic": "sgm-train"}))
+    (tmp_path / "q.txt").write_text("cheap pills")
+    state = ["--state-dir", str(tmp_path / "state")]
+
+    assert main(["stats", *state, "--spam-threshold", "0.5", "--min-spam", "2", "--min-ham", "2"]) == 0
+    assert "learn guards spam 2 of 2, others 1 of 2: not met" in capsys.readouterr().out
+    assert main(["score", *state, "--json", "--spam-threshold", "0.5", "--min-ham", "2", str(tmp_path / "q.txt")]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["decision"]["verdict"] == "not_ready" and row["labels"] == ["ham"]  # no spam verdict yet
+    assert row["decision"]["learned"] == {"spam": 2, "ham": 1} and row["top_k"][0]["label"] == "spam"
+    assert main(["score", *state, "--spam-threshold", "0.5", "--min-ham", "1", str(tmp_path / "q.txt")]) == 0
+    assert capsys.readouterr().out.split("\t")[1] == "spam"  # guards met: the verdict follows the threshold
+    assert main(["score", *state, "--spam-threshold", "0.5", "--min-ham", "2", str(tmp_path / "q.txt")]) == 0
+    assert "(not_ready: learn guards not met)" in capsys.readouterr().out

@@ -146,9 +146,11 @@ def test_your_own_data_end_to_end(form, size, tmp_path):
     if form == "mail":
         docs = first_documents("spamassassin-raw", train + test)
         learn_args, score_paths, truth, distinct = mail_inputs(tmp_path, docs, train)
+        preset = ["--preset", "spam"]  # the tuned mail model, spam threshold and learn guards (README)
     else:
         learn_args, score_paths, truth, distinct = text_inputs(tmp_path, first_documents("spamassassin", train + test),
                                                                train)
+        preset = []
     state = tmp_path / "state"
     broker = Background("broker", "--port", "0", log=tmp_path / "broker.log")
     serve = None
@@ -157,7 +159,7 @@ def test_your_own_data_end_to_end(form, size, tmp_path):
         assert "keeps everything in memory" in broker.output()
         # A snapshot once all of a learn's records are applied (and at shutdown), not on a timer mid-way.
         metrics_port = free_port()
-        serve = Background("serve", "--bootstrap-servers", bootstrap, "--state-dir", str(state),
+        serve = Background("serve", *preset, "--bootstrap-servers", bootstrap, "--state-dir", str(state),
                            "--snapshot-every-records", str(distinct), "--snapshot-every-seconds", "300",
                            "--metrics-address", f"127.0.0.1:{metrics_port}", "--log-format", "logfmt",
                            log=tmp_path / "serve.log")
@@ -173,7 +175,7 @@ def test_your_own_data_end_to_end(form, size, tmp_path):
 
         # score through the service and from the snapshot: the same answers
         remote = sgm("score", "--bootstrap-servers", bootstrap, "--json", *score_paths, timeout=120)
-        local = sgm("score", "--state-dir", str(state), "--json", *score_paths)
+        local = sgm("score", *preset, "--state-dir", str(state), "--json", *score_paths)
         through_service, from_snapshot = answers(remote.stdout), answers(local.stdout)
         assert set(through_service) == set(from_snapshot) == set(truth), (remote.stderr, local.stderr)
         for doc_id, row in through_service.items():
@@ -182,6 +184,8 @@ def test_your_own_data_end_to_end(form, size, tmp_path):
             assert [t["label"] for t in row["top_k"]] == [t["label"] for t in other["top_k"]], doc_id
             assert [t["p"] for t in row["top_k"]] == pytest.approx([t["p"] for t in other["top_k"]], abs=1e-9)
             assert row["model"]["version"] == other["model"]["version"] == end
+            assert row.get("decision") == other.get("decision") and row.get("mail") == other.get("mail")
+            assert ("decision" in row) == bool(preset)  # the preset's spam verdict, in both
         accuracy = sum(row["labels"] == [truth[i]] for i, row in through_service.items()) / len(truth)
         assert accuracy > 0.95, accuracy
         assert f"accuracy {accuracy:.4f} ({round(accuracy * len(truth))} of {len(truth)} labelled documents)" \
@@ -205,7 +209,9 @@ def test_your_own_data_end_to_end(form, size, tmp_path):
         forgotten = wait_for_snapshot(state, again + 1, timeout=5)
         assert forgotten["state_checksum"] == reference.checksum() != learned["state_checksum"]
 
-        stats = json.loads(sgm("stats", "--state-dir", str(state), "--json").stdout)
+        stats = json.loads(sgm("stats", *preset, "--state-dir", str(state), "--json").stdout)
+        if preset:
+            assert stats["decision"]["ready"] and stats["decision"]["learned"]["spam"] > 0
         assert stats["documents"] == distinct - 1 and stats["snapshot"]["version"] == again + 1
         assert {item["label"] for item in stats["labels"]} == {"spam", "ham"}
         assert stats["snapshot"]["checksum"] == reference.checksum()

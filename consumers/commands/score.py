@@ -25,7 +25,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..userdata.connection import add_kafka_arguments
+from .. import config as service_config
+from ..userdata.connection import add_decision_arguments, add_kafka_arguments
 from ..userdata.inputs import add_input_arguments, check_labels, documents
 
 
@@ -49,12 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                      help="through the service: how long to wait for the answers once sent (default 60)")
     out.add_argument("--json", action="store_true", help="one JSON object per line instead of tab-separated text")
+    add_decision_arguments(parser, "spam decision (--state-dir: give the service's own, e.g. --preset spam, to get "
+                                   "its answers; through the service, the service's decision applies)")
     add_kafka_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from sgm.consumers import config as service_config
-
     from ..userdata.connection import Unreachable, connect
     from ..progress import ProgressLine
     from ..userdata.scoring import format_answer, prepare, score_locally, score_through_service
@@ -72,14 +73,14 @@ def run(args: argparse.Namespace) -> int:
     if args.top_k < 1:
         print("sgm score: --top-k must be at least 1", file=sys.stderr)
         return 2
-    saved = client = config = None
+    saved = client = None
     try:
+        config = service_config.from_args(args)
         if args.state_dir is not None:
             saved = load_saved_model(args.state_dir)
         else:
-            config = service_config.from_args(args)
             client = connect(config, args.connect_timeout)
-    except (NoSnapshot, Unreachable) as exc:
+    except (NoSnapshot, Unreachable, ValueError) as exc:
         print(f"sgm score: {exc}", file=sys.stderr)
         return 2
     tally = Tally()
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     unanswered: set[str] = set()
     try:
         if saved is not None:
-            score_locally(saved, entries, args.top_k, args.threshold, progress, tally)
+            score_locally(saved, entries, args.top_k, args.threshold, progress, tally, config.decision())
         elif entries:
             unanswered, errors = score_through_service(client, config, entries, args.timeout, progress, tally)
             if errors:

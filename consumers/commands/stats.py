@@ -4,13 +4,16 @@ Reads the newest snapshot in a state directory (a running service's
 ``--state-dir``: its snapshots trail the live model by at most the snapshot
 interval, and the output says how old the snapshot is) and prints the model's
 configuration, its version (position in the training log), documents per
-label, vocabulary, postings, approximate memory, and model time. ``--json``
-prints the same as one JSON object.
+label, vocabulary, postings, approximate memory, and model time; given the
+service's spam decision (``--preset spam``, ``--min-spam``, ``--min-ham``...),
+also the state of its learn guards (documents held against the minimums).
+``--json`` prints the same as one JSON object.
 
 Examples::
 
     sgm stats --state-dir state
     sgm stats --state-dir /var/lib/sgm/state --json
+    sgm stats --state-dir state --preset spam --min-spam 200 --min-ham 200
 """
 from __future__ import annotations
 
@@ -20,10 +23,14 @@ import os
 import sys
 from datetime import datetime, timezone
 
+from .. import config as service_config
+from ..userdata.connection import add_decision_arguments
+
 
 #: Shown by --help.
 EXAMPLES = """    sgm stats --state-dir state
-    sgm stats --state-dir /var/lib/sgm/state --json"""
+    sgm stats --state-dir /var/lib/sgm/state --json
+    sgm stats --state-dir state --preset spam --min-spam 200 --min-ham 200"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the service's state directory [env SGM_STATE_DIR; default 'state']")
     parser.add_argument("--labels", type=int, default=30, metavar="N", help="labels listed (default 30, 0 = all)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_decision_arguments(parser, "spam decision (the service's own, e.g. --preset spam: shows its learn guards)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,11 +49,15 @@ def run(args: argparse.Namespace) -> int:
     from ..userdata.snapshots import NoSnapshot, load_saved_model
 
     try:
+        decision = service_config.from_args(args).decision()
         saved = load_saved_model(args.state_dir)
-    except NoSnapshot as exc:
+    except (NoSnapshot, ValueError) as exc:
         print(f"sgm stats: {exc}", file=sys.stderr)
         return 2
     summary = model_summary(saved.model)
+    if decision is not None:
+        learned = decision.learned_from(saved.model)
+        summary["decision"] = {**decision.to_dict(), "learned": learned, "ready": decision.ready(learned)}
     summary["snapshot"] = {"path": str(saved.path), "bytes": saved.bytes, "version": saved.version,
                            "train_offsets": {str(p): o for p, o in sorted(saved.train_offsets.items())},
                            "train_topic": saved.extra.get("train_topic"), "written_at": saved.extra.get("written_at"),
@@ -86,6 +98,14 @@ def format_summary(summary: dict, max_labels: int = 30) -> str:
         f"memory      ~{summary['bytes'] / 1e6:,.1f} MB in a process that loads it",
         f"model time  {_time(summary['model_time'])} (the latest event time learned)",
     ]
+    decision = summary.get("decision")
+    if decision:
+        learned = decision["learned"]
+        state = ("met: verdicts are given" if decision["ready"]
+                 else "not met: every verdict is not_ready until the model holds enough of both")
+        lines.append(f"decision    {decision['label']} at p >= {decision['threshold']:g}; learn guards "
+                     f"{decision['label']} {learned['spam']:,} of {decision['min_spam']:,}, others "
+                     f"{learned['ham']:,} of {decision['min_ham']:,}: {state}")
     lines.append(f"checksum    {snap['checksum']}")
     return "\n".join(lines)
 
@@ -99,7 +119,7 @@ def _duration(seconds: float) -> str:
 
 
 def _time(ts) -> str:
-    if ts is None:
+    if not ts:  # no document carried an event time (0.0: the clock never moved)
         return "none"
     try:
         return datetime.fromtimestamp(float(ts), tz=timezone.utc).isoformat(timespec="seconds")

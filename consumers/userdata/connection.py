@@ -1,4 +1,5 @@
-"""How ``sgm learn``, ``sgm forget`` and ``sgm score`` reach the service's topics.
+"""How ``sgm learn``, ``sgm forget`` and ``sgm score`` reach the service's topics (and which of its settings
+``sgm score`` and ``sgm stats`` read: the spam decision).
 
 They take the service's own Kafka settings (the same flags and ``SGM_*``
 variables as ``sgm serve``, :mod:`sgm.consumers.config`), so pointing them at
@@ -18,7 +19,8 @@ from sgm.stream.kafka import Client, KafkaTransportError, open_client
 
 from .. import config as service_config
 
-__all__ = ["KAFKA_SETTINGS", "Unreachable", "add_kafka_arguments", "connect"]
+__all__ = ["DECISION_SETTINGS", "KAFKA_SETTINGS", "Unreachable", "add_decision_arguments", "add_kafka_arguments",
+           "connect"]
 
 #: The service settings these commands read: where the topics are and how to connect.
 KAFKA_SETTINGS = {
@@ -27,6 +29,11 @@ KAFKA_SETTINGS = {
     "sasl_username", "sasl_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname",
     "fetch_wait_ms",
 }  # fmt: skip
+
+
+#: The service settings of a spam decision (consumers/decision.py): ``sgm score --state-dir`` applies it as the
+#: service does, ``sgm stats`` shows the state of its learn guards.
+DECISION_SETTINGS = {"preset", "spam_label", "spam_threshold", "min_spam", "min_ham"}
 
 
 class Unreachable(RuntimeError):
@@ -39,6 +46,13 @@ def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
     service_config.add_arguments(group, exclude=exclude)
     group.add_argument("--connect-timeout", type=float, default=15.0, metavar="SECONDS",
                        help="give up when the broker does not answer within this time (default 15)")
+
+
+def add_decision_arguments(parser: argparse.ArgumentParser, title: str) -> None:
+    """The spam decision flags of ``sgm serve`` (``--preset``, ``--spam-threshold``, ``--min-spam``...)."""
+    group = parser.add_argument_group(title)
+    exclude = tuple(f.name for f in dataclasses.fields(service_config.ServiceConfig) if f.name not in DECISION_SETTINGS)
+    service_config.add_arguments(group, exclude=exclude)
 
 
 def connect(config: service_config.ServiceConfig, timeout: float) -> Client:

@@ -9,16 +9,19 @@ and the top-k posteriors.
   waits, up to a timeout, for the outputs (or dead letters) with their ids.
 * :func:`score_locally` scores with the newest snapshot of a state directory,
   exactly as the service's classifier does (``rank_many`` with the same top-k
-  and threshold), with no broker at all.
+  and threshold, the model's own mail reader, the same spam decision when one
+  is given), with no broker at all.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
+from sgm.model.mail import Message
 from sgm.stream.sources import SourceDoc, Skipped
 
+from ..decision import SpamDecision
 from ..progress import ProgressLine
 from .records import checked_record
 from .tally import Tally
@@ -40,15 +43,22 @@ class Entry:
 
 @dataclass
 class Answer:
-    """Output labels and top-k ``(label, p)`` of one document, and which model gave them."""
+    """Output labels and top-k ``(label, p)`` of one document, which model gave them, and, as in the
+    service's outputs (docs/SCHEMAS.md), the spam ``decision`` and the ``mail`` flags where there are any."""
 
     labels: list[str]
     top_k: list[tuple[str, float]]
     model: dict[str, Any] = field(default_factory=dict)
+    decision: dict[str, Any] | None = None
+    mail: dict[str, Any] | None = None
 
     def to_dict(self, doc: SourceDoc) -> dict[str, Any]:
-        return {"id": doc.id, "origin": doc.origin, "labels": self.labels,
-                "top_k": [{"label": label, "p": p} for label, p in self.top_k], "model": self.model}
+        out = {"id": doc.id, "origin": doc.origin, "labels": self.labels,
+               "top_k": [{"label": label, "p": p} for label, p in self.top_k], "model": self.model}
+        for name in ("decision", "mail"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
 
 
 def prepare(items: Iterable[SourceDoc | Skipped], tally: Tally, progress: ProgressLine) -> list[Entry]:
@@ -68,28 +78,38 @@ def prepare(items: Iterable[SourceDoc | Skipped], tally: Tally, progress: Progre
 
 
 def score_locally(saved, entries: list[Entry], top_k: int, threshold: float | None,
-                  progress: ProgressLine, tally: Tally) -> None:
-    """Score ``entries`` with ``saved.model`` (a :class:`~.snapshots.SavedModel`), filling their answers."""
+                  progress: ProgressLine, tally: Tally, decision: SpamDecision | None = None) -> None:
+    """Score ``entries`` with ``saved.model`` (a :class:`~.snapshots.SavedModel`), filling their answers,
+    as the service's classifier does (``consumers/service/scoring.py``): a whole message is read by the
+    model's own extractor (its flags go into ``mail``), and with a ``decision`` every class is ranked, the
+    labels follow the verdict, and the top ``top_k`` are kept."""
     model = saved.model
-    info = {"kind": model.family, "spec": model.spec.name, "documents": len(model), "version": saved.version}
-    message = _message_type()
-    ready: list[tuple[Entry, Any]] = []
-    for entry in entries:
-        doc = entry.doc
-        if doc.raw is not None:
-            if message is None:
-                tally.skip(Skipped(doc.origin, "no_mail_support", "this build's model does not read whole messages"))
-                continue
-            ready.append((entry, message(doc.raw)))
-        else:
-            ready.append((entry, doc.terms if doc.terms is not None else doc.text))
-    for start in range(0, len(ready), LOCAL_BATCH):
-        batch = ready[start : start + LOCAL_BATCH]
-        ranking = model.rank_many([content for _, content in batch], top_k, threshold)
-        for (entry, _), names, probabilities, labels in zip(batch, ranking.names, ranking.probabilities.tolist(),
-                                                            ranking.labels):
-            entry.answer = Answer(list(labels), list(zip(names, probabilities)), info)
-            tally.handled(labels[:1])
+    info = {"kind": model.family, "spec": model.spec.name, "documents": len(model), "version": saved.version,
+            "train_offsets": {str(p): o for p, o in sorted(saved.train_offsets.items())}}
+    k = top_k if decision is None else max(top_k, len(model.class_names()[1]))
+    learned = decision.learned_from(model) if decision is not None else None
+    for start in range(0, len(entries), LOCAL_BATCH):
+        batch = entries[start : start + LOCAL_BATCH]
+        docs, mail = [], []
+        for entry in batch:
+            doc = entry.doc
+            if doc.raw is not None:
+                read = model.read_message(Message(doc.raw))
+                docs.append(read.terms)
+                mail.append({"flags": list(read.flags)})
+            else:
+                docs.append(doc.terms if doc.terms is not None else doc.text)
+                mail.append(None)
+        ranking = model.rank_many(docs, k, threshold)
+        for entry, names, probabilities, labels, read in zip(batch, ranking.names, ranking.probabilities.tolist(),
+                                                             ranking.labels, mail):
+            made = None
+            if decision is not None:
+                p_spam = probabilities[names.index(decision.label)] if decision.label in names else 0.0
+                made = decision.output(min(max(p_spam, 0.0), 1.0), learned)
+                labels = decision.labels(made["verdict"], names)
+            entry.answer = Answer(list(labels), list(zip(names[:top_k], probabilities[:top_k])), info, made, read)
+            tally.handled(list(labels)[:1])
         progress.update(scored=len(batch))
 
 
@@ -124,21 +144,13 @@ def score_through_service(client, config, entries: list[Entry], timeout: float, 
         for entry in group:
             if output is not None:
                 entry.answer = Answer(list(output.labels), [(label, p) for label, p in output.top_k],
-                                      dict(output.model))
+                                      dict(output.model), None if output.decision is None else dict(output.decision),
+                                      None if output.mail is None else dict(output.mail))
                 tally.handled(list(output.labels)[:1])
             elif doc_id in reader.dead:
                 reason, detail = reader.dead[doc_id]
                 tally.skip(Skipped(entry.doc.origin, reason, f"dead-lettered by the service: {detail}"))
     return waiting, []
-
-
-def _message_type() -> Callable[[bytes], Any] | None:
-    """The model's own document type for a whole message, where this build has one."""
-    try:
-        from sgm.model.mail import Message  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return Message
 
 
 def format_answer(doc: SourceDoc, answer: Answer | None, as_json: bool) -> str:
@@ -151,4 +163,7 @@ def format_answer(doc: SourceDoc, answer: Answer | None, as_json: bool) -> str:
     if answer is None:
         return f"{doc.id}\t-\tno answer\t{doc.origin}"
     top = " ".join(f"{label}={p:.4f}" for label, p in answer.top_k)
-    return f"{doc.id}\t{','.join(answer.labels) or '-'}\t{top}\t{doc.origin}"
+    labels = ",".join(answer.labels) or "-"
+    if answer.decision is not None and answer.decision.get("verdict") == "not_ready":
+        labels += " (not_ready: learn guards not met)"
+    return f"{doc.id}\t{labels}\t{top}\t{doc.origin}"
