@@ -187,6 +187,11 @@ def test_your_own_data_end_to_end(form, size, tmp_path):
             assert row.get("decision") == other.get("decision") and row.get("mail") == other.get("mail")
             assert ("decision" in row) == bool(preset)  # the preset's spam verdict, in both
         accuracy = sum(row["labels"] == [truth[i]] for i, row in through_service.items()) / len(truth)
+        top = sum(row["top_k"][0]["label"] == truth[i] for i, row in through_service.items()) / len(truth)
+        fp = sum(row["labels"] == ["spam"] and truth[i] == "ham" for i, row in through_service.items())
+        fn = sum(row["labels"] != ["spam"] and truth[i] == "spam" for i, row in through_service.items())
+        print(f"{form} {train}+{test}: accuracy {accuracy:.4f} (arg-max {top:.4f}; FP {fp}, FN {fn}) over "
+              f"{len(truth)} held-out documents")
         assert accuracy > 0.95, accuracy
         assert f"accuracy {accuracy:.4f} ({round(accuracy * len(truth))} of {len(truth)} labelled documents)" \
             in local.stderr
