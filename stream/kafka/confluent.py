@@ -330,8 +330,8 @@ class _ConfluentAdmin(Admin):
                 if exist_ok and _error_code(exc) == ck.KafkaError.TOPIC_ALREADY_EXISTS:
                     continue
                 raise KafkaTransportError(f"create topic {name!r}: {exc}") from exc
-            except concurrent.futures.TimeoutError:  # no broker answered (unreachable, or SASL refused us)
-                raise KafkaTransportError(f"create topic {name!r}: no answer from the brokers in {timeout:g} s") from None
+            except TimeoutError as exc:  # no broker answered: a transport error, as the Admin contract says
+                raise KafkaTransportError(f"create topic {name!r}: no answer within {timeout:g} s") from exc
         wait_for_topics(self, [name for name, _, _ in topics], timeout)
 
     def topic_id(self, topic: str, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> str | None:
