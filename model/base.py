@@ -250,6 +250,14 @@ class GenerativeTextModel:
 
         Returns ``False`` when nothing changed (the id is already learned with
         these labels). Learning a known id with other labels replaces it.
+
+        With ``half_life`` set, ``ts`` is taken at its word: a ``ts`` later than
+        the model time moves the model time to it, and every document learned
+        before decays at once (one stamped years ahead leaves a model of one
+        document). The model has no clock, so it cannot tell a wrong stamp from
+        a real jump: callers with untrusted timestamps refuse those too far ahead
+        of their own clock first, as the service does (``--max-event-skew``;
+        docs/MODEL_NOTES.md, "Decisions"). Older ``ts`` are always valid.
         """
         classes = self._class_keys(labels)
         if isinstance(doc, Message):

@@ -58,9 +58,16 @@ def _broker_down_at_start(tmp_path: Path, name: str, down_seconds: float) -> Non
     process = serve(serve_args(cfg), log=log)
     broker = None
     try:
-        time.sleep(down_seconds)
+        started = time.monotonic()
+
+        def retry_lines() -> list[dict]:
+            return [line for line in log_lines(log) if line.get("msg") == "kafka error; retrying"]
+
+        # a loaded machine can take seconds to import and reach the first attempt: wait for two, then the rest
+        wait_until(lambda: len(retry_lines()) >= 2 or process.poll() is not None, 60, "two start retries")
+        time.sleep(max(0.0, down_seconds - (time.monotonic() - started)))
         assert process.poll() is None, "sgm serve died while the broker was down"
-        retries = [line for line in log_lines(log) if line.get("msg") == "kafka error; retrying"]
+        retries = retry_lines()
         assert len(retries) >= 2 and all(line["stage"] == "start" for line in retries)  # one line per attempt
         assert [line["retry_in"] for line in retries[:3]] == sorted(line["retry_in"] for line in retries[:3])
         metrics = metrics_port(log)  # the endpoint is up while Kafka is not

@@ -161,6 +161,7 @@ def test_an_unreadable_log_start_counts_the_gap_as_missed(tmp_path, caplog):
         raise KafkaTransportError("broker unavailable")
 
     with caplog.at_level(logging.WARNING, logger="sgm.service"), \
-            idle_service(cfg, client, lambda s: setattr(s.train_consumer, "beginning_offsets", unreadable)) as service:
+            idle_service(cfg, client,  # the log start is read by the consumer that never fetches (connections.py)
+                         lambda s: setattr(s.connections.offsets_reader(), "beginning_offsets", unreadable)) as service:
         assert len(service.model) == 3 and missed(service) == 1 and skipped(service) == 0
         assert any(r.getMessage().startswith("training log gap: could not read the log start") for r in caplog.records)
