@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import zipfile
 from typing import Any, BinaryIO, NamedTuple
 
@@ -313,7 +314,8 @@ def load(handle: BinaryIO, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Model
     except (KeyError, IndexError, ValueError, TypeError, AssertionError, AttributeError, OverflowError,
             RecursionError) as exc:  # a crafted header: wrong types or shapes anywhere
         raise SnapshotError(f"snapshot is inconsistent: {exc!r}") from None
-    if state_checksum(model) != meta.get("state_checksum"):
+    stored = meta.get("state_checksum")
+    if state_checksum(model) != stored and state_checksum(model, legacy=True) != stored:
         raise SnapshotError("restored model does not match the snapshot's state checksum")
     return model, meta.get("extra", {})
 
@@ -439,6 +441,50 @@ def _residuals(state: CountState, ranks: dict[str, np.ndarray] | None = None) ->
     return out
 
 
+def _hashed_pairs(state: CountState, name: str, order: np.ndarray, rank: np.ndarray, tails: dict[str, Any],
+                  legacy: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(hi, lo)`` of the exact sums ``name`` in ``order`` as the checksum hashes them.
+
+    Canonical: each pair normalized (TwoSum: ``hi`` the rounded sum, ``lo`` the exact rest); where
+    residuals exist, the first two terms of the exact value's expansion, the rest into ``tails``.
+    """
+    sums = getattr(state, name)
+    hi, lo = sums.hi[order], sums.lo[order]
+    if legacy:
+        return hi, lo
+    s = hi + lo
+    b = s - hi
+    e = (hi - (s - b)) + (lo - b)
+    s, e = s + 0.0, e + 0.0  # -0.0 is 0.0
+    if sums.spill:
+        position = {int(j): k for k, j in enumerate(order.tolist())}
+        extra = []
+        for j, residuals in sums.spill.items():
+            if j not in position:
+                continue
+            parts = _canonical_expansion([float(sums.hi[j]), float(sums.lo[j]), *residuals]) + [0.0, 0.0]
+            s[position[j]], e[position[j]] = parts[0], parts[1]
+            if len(parts) > 4:
+                extra.append([int(rank[j]), parts[2:-2]])
+        if extra:
+            tails[name] = sorted(extra)
+    return s, e
+
+
+def _canonical_expansion(values: list[float]) -> list[float]:
+    """The exact sum of ``values`` as its greedy expansion: the correctly rounded sum, then the correctly
+    rounded remainder, ... (unique for a given exact value; empty when it is 0).
+
+    >>> _canonical_expansion([2.0 ** -80, 1.0, -(2.0 ** -80)]), _canonical_expansion([1e-300, -1e-300])
+    ([1.0], [])
+    """
+    rest, out = list(values), []
+    while (value := math.fsum(rest)) != 0.0:
+        out.append(value)
+        rest.append(-value)
+    return out
+
+
 def _restore_residuals(state: CountState, residuals: Any, sizes: dict[str, int]) -> None:
     if not isinstance(residuals, dict):
         raise SnapshotError("residuals of the exact sums are not a mapping")
@@ -456,13 +502,16 @@ def _restore_residuals(state: CountState, residuals: Any, sizes: dict[str, int])
 
 
 # ------------------------------------------------------------------ checksum
-def state_checksum(model: Model) -> str:
+def state_checksum(model: Model, legacy: bool = False) -> str:
     """SHA-256 of the model's content in canonical order (independent of internal layout).
 
     Covers the configuration, the clock, every class/term/entry value and
     every live document (id, classes, terms, weights, raw counts, decay
     factor, event time, sequence number), floats by their exact bits.
     Counters of pruned or expired documents are metrics, not content.
+    An exact total is hashed by its exact value (:func:`_canonical_expansion`
+    of its pair and residuals), not by how it is split: ``legacy=True`` hashes
+    the split as snapshots written before did (the loader accepts either).
     """
     state = model.state
     digest = hashlib.sha256()
@@ -480,11 +529,14 @@ def state_checksum(model: Model) -> str:
     digest.update(json.dumps([class_names[i] for i in class_order]).encode())
     digest.update(json.dumps([term_names[i] for i in term_order]).encode())
     co, to = np.array(class_order, dtype=np.int64), np.array(term_order, dtype=np.int64)
-    for sums in (state.cls_docs, state.cls_mass):
-        digest.update(sums.hi[co].tobytes() + sums.lo[co].tobytes())
+    tails: dict[str, Any] = {}
+    for name in ("cls_docs", "cls_mass"):
+        hi, lo = _hashed_pairs(state, name, co, class_rank, tails, legacy)
+        digest.update(hi.tobytes() + lo.tobytes())
     digest.update(state.cls_refs[co].tobytes())
-    for sums in (state.term_mass, state.term_df):
-        digest.update(sums.hi[to].tobytes() + sums.lo[to].tobytes())
+    for name in ("term_mass", "term_df"):
+        hi, lo = _hashed_pairs(state, name, to, term_rank, tails, legacy)
+        digest.update(hi.tobytes() + lo.tobytes())
     for name in ("term_refs", "term_raw"):
         digest.update(getattr(state, name)[to].tobytes())
     live = np.flatnonzero(state.ent_refs[: state.ent_used] > 0)
@@ -494,10 +546,19 @@ def state_checksum(model: Model) -> str:
     for values in (ent_c[order], ent_t[order], state.ent_count.hi[live][order], state.ent_count.lo[live][order],
                    state.ent_refs[live][order].astype(np.int64)):
         digest.update(np.ascontiguousarray(values).tobytes())
-    scalars = [[t.hi, t.lo] for t in (state.total_mass, state.total_docs, state.class_docs_total)]
+    if legacy:
+        scalars: list = [[t.hi, t.lo] for t in (state.total_mass, state.total_docs, state.class_docs_total)]
+        residuals = _residuals(state, {"class": class_rank, "term": term_rank})
+    else:
+        scalars, residuals = [], tails
+        for name in TOTALS:
+            total = getattr(state, name)
+            parts = _canonical_expansion([total.hi, total.lo, *total.spill]) + [0.0, 0.0]
+            scalars.append(parts[:2])
+            if len(parts) > 4:
+                residuals[name] = parts[2:-2]
     scalars += [state.n_docs, state.seq]
     digest.update(json.dumps(scalars).encode())
-    residuals = _residuals(state, {"class": class_rank, "term": term_rank})
     if residuals:  # hashed only when there are any: checksums of models without them are as before
         digest.update(json.dumps(residuals, sort_keys=True).encode())
     doc_order = sorted(state.docs)
