@@ -91,7 +91,7 @@ PARAMS: dict[str, ParamInfo] = {
         ParamInfo("ups", 0.0, 1.0, 0.5, False, "uniform weight in the uc background", 0.0, 1.0),
         ParamInfo("phi", -1.0, 2.0, 0.0, False, "TF-IDF length scaling (tXi, tXiX)", -1.0, 2.0),
         ParamInfo("ups_idf", -1.0, 50.0, 0.0, False, "IDF lifting (tiX, tXiX, qidfX); -1 = Croft-Harper", -1.0, 50.0),
-        ParamInfo("theta", 0.0, 2.0, 1.0, False, "prior scaling exponent (ps)", 0.0, 2.0),
+        ParamInfo("theta", 0.0, 10.0, 1.0, False, "prior scaling exponent (ps)", 0.0, 2.0),
         ParamInfo("kbeta", 0.0, 1.0, 0.5, True, "TDM kernel Jelinek-Mercer fraction (kjm)", 0.01, 1.0),
         ParamInfo("kmu", 0.0, INF, 10.0, True, "TDM kernel Dirichlet mass (kdp)", 0.01, 1000.0, True),
         ParamInfo("kdelta", 0.0, 1.0, 0.5, True, "TDM kernel power-law discount (kpd)", 0.01, 1.0),
