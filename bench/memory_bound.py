@@ -62,7 +62,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sgm.consumers.chaos import _die_with_parent  # noqa: E402  (the service dies with the benchmark)
+from sgm.consumers.chaos import die_with_parent  # noqa: E402  (the service dies with the benchmark)
 from sgm.consumers.logs import metrics_port_in_log  # noqa: E402
 from sgm.stream.broker import EmbeddedBroker  # noqa: E402
 from sgm.stream.synthetic import SyntheticConfig, SyntheticStream  # noqa: E402
@@ -138,7 +138,7 @@ def run(args, bounded: bool, work: Path, say) -> dict:
         if bounded:
             cmd += ["--max-documents", str(args.max_documents), "--prune-below", str(args.prune_below)]
         process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(log_path, "wb"),
-                                   preexec_fn=_die_with_parent)
+                                   preexec_fn=die_with_parent)
         deadline = time.monotonic() + 60
         while metrics_port(log_path) is None and time.monotonic() < deadline:
             time.sleep(0.2)

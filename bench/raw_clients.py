@@ -10,10 +10,10 @@ Two paths are measured per client:
 
 ``raw``
     The client library called directly, with the same throughput settings the
-    transport uses (see ``stream.transport.*_DEFAULTS``; printed with the results).
+    transport uses (see ``stream.kafka.*_DEFAULTS``; printed with the results).
 ``transport``
-    The same through :mod:`stream.transport` (type checks, delivery-failure
-    bookkeeping, :class:`~stream.transport.Record` conversion): the wrapper's cost.
+    The same through :mod:`stream.kafka` (type checks, delivery-failure
+    bookkeeping, :class:`~stream.kafka.Record` conversion): the wrapper's cost.
 
 Produce time runs from the first send to the end of ``flush()`` (every record
 acknowledged, ``acks=all``). Consumers read all partitions by manual
@@ -50,7 +50,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sgm.stream.broker import EmbeddedBroker  # noqa: E402
-from sgm.stream import transport  # noqa: E402
+from sgm.stream import kafka as transport  # noqa: E402
 from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client  # noqa: E402
 
 CLIENTS = ("confluent", "kafka-python")
@@ -195,7 +195,7 @@ def kafka_python_consume(bootstrap: str, topic: str, n: int, partitions: int) ->
     return elapsed, at_first, first or 0.0
 
 
-# -- through stream.transport ----------------------------------------------------------
+# -- through stream.kafka ----------------------------------------------------------
 
 
 def transport_produce(kind: str, bootstrap: str, topic: str, n: int, values: list[bytes]) -> float:

@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sgm.consumers.chaos import _die_with_parent  # noqa: E402  (children die with the benchmark)
+from sgm.consumers.chaos import die_with_parent  # noqa: E402  (children die with the benchmark)
 from sgm.consumers.logs import metrics_port_in_log  # noqa: E402
 from sgm.stream.broker import EmbeddedBroker  # noqa: E402
 from sgm.stream.records import parse_output  # noqa: E402
@@ -121,7 +121,7 @@ def run_once(n: int, args, train, score, work: Path) -> dict:
                    "--snapshot-every-seconds", "3600", "--snapshot-every-records", "100000000",
                    "--metrics-address", "127.0.0.1:0", "--log-level", "INFO"]
             processes.append(subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(log_path, "wb"),
-                                              preexec_fn=_die_with_parent))
+                                              preexec_fn=die_with_parent))
         # Ready = every process applied the training log and the group owns every partition exactly once.
         deadline = time.monotonic() + 120
         ready = False

@@ -5,7 +5,7 @@
 For each Kafka client, in one run against one embedded broker (Tansu):
 
 1. **ceiling**: the same scoring records produced to a fresh topic and consumed
-   back with no processing, through ``stream.transport`` (what the service
+   back with no processing, through ``stream.kafka`` (what the service
    uses) -- records/s;
 2. **throughput**: a model trained on r8-sized generated news documents, then
    ``--docs`` scoring records waiting in the topic; the service (``--role all``)

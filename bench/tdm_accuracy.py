@@ -49,7 +49,7 @@ def learned(spec: str, params: dict, train, base=None):
     model = build_model({"model": spec, "params": params})
     if base is not None:
         model.state = base.state  # the counts do not depend on the numbers: only the caches do
-        model._init_caches()
+        model.rebuild_caches()
         return model
     model.learn_many([d.text for d in train], [d.labels[0] for d in train], ids=[d.id for d in train])
     return model

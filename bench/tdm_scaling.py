@@ -35,7 +35,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sgm.model import TDM  # noqa: E402
-from sgm.model.tdm import kernel_discount  # noqa: E402
 
 
 # ------------------------------------------------------------------ synthetic data
@@ -86,10 +85,8 @@ class DenseTDM:
         scale = state.clock.scale()
         self.beta = model.params["beta"]
         self.theta = model.params.get("theta", 1.0)
-        kernel = spec.kernel
-        kbeta = model.params.get("kbeta", 0.0) if "kjm" in kernel else 0.0
-        kmu = model.params.get("kmu", 0.0) if "kdp" in kernel else 0.0
-        kdelta = model.params.get("kdelta", 0.5) if "kpd" in kernel else 0.5
+        kernel, kernel_values = model.nodes.smoothing, model.nodes.values  # K_i(n) and kmu of the spec's k-affixes
+        kmu = kernel.mu
         self.labels: dict[int, list] = {}
         label_counts: dict[int, dict[str, float]] = {}
         collection: dict[str, float] = {}
@@ -97,7 +94,7 @@ class DenseTDM:
             length = model.nodes.doc_nodes[doc_id][2]
             names = [self.term_names[t] for t in record.terms.tolist()]
             counts = record.weights * length  # the document's own counts c_i(n)
-            kept = counts - kernel_discount(counts, kernel, kbeta, kdelta)
+            kept = counts - kernel.discount(counts, kernel_values)
             a = (kmu + (counts - kept).sum()) / (kmu + length) if kmu + length > 0 else 1.0
             own = {n: k / (kmu + length) for n, k in zip(names, kept.tolist()) if k > 0}  # (1 - a_i) p^u_i(n)
             for class_id in record.classes:

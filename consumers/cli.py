@@ -35,10 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(_module=module)
         try:
             importlib.import_module(module).add_arguments(sp)
-        except ModuleNotFoundError as exc:  # a command not built yet
-            if exc.name != module:
+        except ModuleNotFoundError as exc:
+            if exc.name != module:  # the command is there but one of its imports is not: a real error
                 raise
-            sp.set_defaults(_missing=True)
+            sp.set_defaults(_missing=True)  # the command's module is absent: the others still work
     return parser
 
 

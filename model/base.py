@@ -1,15 +1,24 @@
 """The contract every model here shares: learning by document id, and scoring.
 
 A model keeps a :class:`model.state.CountState` (the count tables and the
-live documents) and implements one method, :meth:`GenerativeTextModel._joint_log_scores`,
-the scoring kernel: unnormalized log joint scores of a batch of prepared
-documents for every class. Every public entry point (one document, a batch,
-top-k, arg-max, labels) goes through that kernel.
+live documents) and implements one method, :meth:`GenerativeTextModel._log_posteriors`,
+the scoring kernel: normalized log posteriors of a batch of prepared
+documents over the active classes. Every public entry point (one document, a
+batch, top-k, arg-max, labels) goes through that kernel. A family registers
+itself by naming its ``family`` (the spec prefix): :func:`model.factory.build_model`
+and snapshots find it there.
 
 Learning is idempotent per document id, as the spam filters' learn caches
 are: learning an id again with the same labels is a no-op, with other labels
 it first unlearns the old ones, and :meth:`forget` unlearns it. Documents
 learned without an id are keyed by a hash of their content.
+
+A document is text (turned into terms by the model's tokenizer), a mapping
+term -> count, or a whole email, :class:`sgm.model.mail.Message` (turned into
+terms by the model's :class:`~sgm.model.mail.MailFeatures`, built from the
+``mail`` options of its configuration; a message without an id is keyed by a
+hash of its bytes). Messages become term counts on entry, so every entry point
+reaches the same scoring kernel.
 """
 from __future__ import annotations
 
@@ -22,8 +31,12 @@ from typing import Any, Iterable, NamedTuple, Sequence
 import numpy as np
 
 from . import weighting
-from .kernels import keep_seen_terms
+from .batch import PreparedBatch
+from .factory import register_family
 from .lexicon import TermLexicon
+from .mail import MailExtraction, MailFeatures, MailOptions, Message
+from .loops.scoring import keep_seen_terms
+from .persistence import ExtraState, dump, dumps, loads, state_checksum
 from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
 from .state import CountState
 from .text import Document, Tokenizer, batch_term_counts, check_term_types, term_counts
@@ -37,22 +50,6 @@ MULTILABEL_MODES = ("per_label", "powerset")
 
 class LearnGuardError(ValueError):
     """An unlearn asked to remove a document under labels it was not learned with."""
-
-
-class PreparedBatch:
-    """Scored documents reduced to the model's known terms and their weights.
-
-    The documents are concatenated: ``terms[i]`` with weight ``weights[i]``
-    belongs to document ``owner[i]`` (ascending) of ``n_docs``.
-    """
-
-    __slots__ = ("terms", "weights", "owner", "n_docs")
-
-    def __init__(self, terms: np.ndarray, weights: np.ndarray, owner: np.ndarray, n_docs: int) -> None:
-        self.terms = terms
-        self.weights = weights
-        self.owner = owner
-        self.n_docs = n_docs
 
 
 class Ranking(NamedTuple):
@@ -76,14 +73,18 @@ class LearnedDocument(NamedTuple):
 class GenerativeTextModel:
     """Shared learning, bookkeeping and prediction API (see module docstring)."""
 
-    family = "mnb"
-    #: The count-state class a family keeps (TDM adds document nodes to it).
-    state_class: type[CountState] = CountState
+    #: The spec prefix naming the family ("mnb", "tdm"); set by each family class.
+    family: str
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "family" in cls.__dict__:
+            register_family(cls.family, cls)
 
     def __init__(self, spec: str = "uc_pd_jm_dp", *, multilabel: str = "per_label",
                  tokenizer: Tokenizer | None = None, half_life: float | None = None,
                  prune_below: float | None = None, max_documents: int | None = None,
-                 **params: Any) -> None:
+                 mail: MailOptions | dict | None = None, **params: Any) -> None:
         parsed = parse_spec(spec)
         if parsed.family != self.family:
             raise ValueError(f"{spec!r} is a {parsed.family.upper()} spec; use {parsed.family.upper()}(...)")
@@ -97,14 +98,19 @@ class GenerativeTextModel:
         self.params: dict[str, Any] = resolve_params(parsed, params)
         self.multilabel = multilabel
         self.tokenizer = tokenizer or Tokenizer()
-        self.state = self.state_class(check_half_life(half_life), prune_below=prune_below,
-                                      max_documents=None if max_documents is None else int(max_documents))
-        self._names: tuple | None = None
+        # None: messages are read with the MailOptions defaults, and the configuration does not name them
+        self.mail: MailOptions | None = MailOptions.from_dict(mail) if isinstance(mail, dict) else mail
+        if self.mail is not None and not isinstance(self.mail, MailOptions):
+            raise ValueError(f"mail must be MailOptions or their dict, got {type(mail).__name__}")
+        self._mail_features: MailFeatures | None = None
+        self.state = CountState(check_half_life(half_life), prune_below=prune_below,
+                                max_documents=None if max_documents is None else int(max_documents))
         self._lexicon: TermLexicon | None = None  # built on the first text scored
-        self._init_caches()
+        self.rebuild_caches()
 
-    def _init_caches(self) -> None:
-        """(Re)create derived caches; called after construction and restore."""
+    def rebuild_caches(self) -> None:
+        """(Re)create what derives from the state; called after construction, restore, or a new ``state``."""
+        self._names: tuple | None = None
 
     # ------------------------------------------------------------ config
     @property
@@ -112,8 +118,12 @@ class GenerativeTextModel:
         return self.state.clock.half_life
 
     def config(self) -> dict[str, Any]:
-        """Everything needed to rebuild an empty model with the same settings."""
-        return {
+        """Everything needed to rebuild an empty model with the same settings.
+
+        ``"mail"`` (the :class:`~sgm.model.mail.MailOptions` as a dict) is present only when the
+        model was given mail options, so configurations and snapshots of text models are unchanged.
+        """
+        out = {
             "family": self.family,
             "spec": self.spec.name,
             "params": dict(self.params),
@@ -123,6 +133,37 @@ class GenerativeTextModel:
             "prune_below": self.state.prune_below,
             "max_documents": self.state.max_documents,
         }
+        if self.mail is not None:
+            out["mail"] = self.mail.to_dict()
+        return out
+
+    # ------------------------------------------------------------ messages
+    def read_message(self, message: Message) -> MailExtraction:
+        """What this model learns and scores of ``message``: its terms, flags and work counters.
+
+        The model's own :class:`~sgm.model.mail.MailFeatures` (its ``mail`` options, else
+        the defaults); never raises on any bytes. A caller that wants the flags too (the
+        service) reads once here and passes ``.terms`` on: the same document as the message.
+
+        >>> from sgm.model import MNB
+        >>> from sgm.model.mail import Message
+        >>> read = MNB("u_jm", mail={"groups": ["body", "flags"], "ngrams": 1}).read_message
+        >>> read(Message(b"Content-Type: multipart/mixed\\n\\nfree pills")).terms
+        {'flag:multipart_without_boundary': 4.48755, 'free': 1, 'pills': 1}
+        """
+        return self._mail_reader().extract(message.raw)
+
+    def _mail_reader(self) -> MailFeatures:
+        if self._mail_features is None:
+            self._mail_features = MailFeatures(self.mail or MailOptions())
+        return self._mail_features
+
+    def _readable(self, docs: list) -> list:
+        """``docs`` with every :class:`Message` replaced by its term counts (others as they are)."""
+        if not any(isinstance(doc, Message) for doc in docs):
+            return docs
+        read = self._mail_reader()
+        return [read(doc.raw) if isinstance(doc, Message) else doc for doc in docs]
 
     def __repr__(self) -> str:
         extras = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
@@ -171,8 +212,10 @@ class GenerativeTextModel:
         return [self._class_name(names[i]) for i in self.state.active_classes().tolist()]
 
     # ------------------------------------------------------------ learning
-    def anonymous_id(self, doc: Document) -> str:
-        """The id a document learned without one gets: a hash of its term counts."""
+    def anonymous_id(self, doc: Document | Message) -> str:
+        """The id a document learned without one gets: a hash of its term counts (of its bytes for a message)."""
+        if isinstance(doc, Message):
+            return doc.anonymous_id()
         return self._anonymous_id(*term_counts(doc, self.tokenizer))
 
     @staticmethod
@@ -197,13 +240,17 @@ class GenerativeTextModel:
 
         return weigh
 
-    def learn_one(self, doc: Document, labels: Labels, ts: float | None = None, id: str | None = None) -> bool:
+    def learn_one(self, doc: Document | Message, labels: Labels, ts: float | None = None,
+                  id: str | None = None) -> bool:
         """Learn one document under ``labels`` at event time ``ts``.
 
         Returns ``False`` when nothing changed (the id is already learned with
         these labels). Learning a known id with other labels replaces it.
         """
         classes = self._class_keys(labels)
+        if isinstance(doc, Message):
+            id = doc.anonymous_id() if id is None else id
+            doc = self._mail_reader()(doc.raw)
         terms, raw = term_counts(doc, self.tokenizer)
         doc_id = self._anonymous_id(terms, raw) if id is None else str(id)
         record = self.state.docs.get(doc_id)
@@ -214,7 +261,8 @@ class GenerativeTextModel:
         self.state.add_document(doc_id, classes, terms, raw, _ts(ts), self._training_weigher())
         return True
 
-    def learn_many(self, docs: Iterable[Document], labels: Iterable[Labels], ts: Iterable[float | None] | None = None,
+    def learn_many(self, docs: Iterable[Document | Message], labels: Iterable[Labels],
+                   ts: Iterable[float | None] | None = None,
                    ids: Iterable[str | None] | None = None, *, sequential: bool = False) -> int:
         """Learn a batch; returns how many documents changed the model.
 
@@ -232,7 +280,11 @@ class GenerativeTextModel:
         id_list = [None] * len(docs) if ids is None else list(ids)
         if not (len(ts_list) == len(id_list) == len(docs)):
             raise ValueError("ts and ids must match docs in length")
-        if sequential and (self._learns_with_idf() or self.state._track_expiry()):
+        if any(isinstance(doc, Message) for doc in docs):  # keyed by their bytes, learned as their terms
+            id_list = [doc.anonymous_id() if i is None and isinstance(doc, Message) else i
+                       for doc, i in zip(docs, id_list)]
+            docs = self._readable(docs)
+        if sequential and (self._learns_with_idf() or self.state.tracks_expiry()):
             # learn-time IDF and pruning depend on every earlier document: no batching
             return sum(self.learn_one(d, l, t, i) for d, l, t, i in zip(docs, labels, ts_list, id_list))
         changed = 0
@@ -300,7 +352,7 @@ class GenerativeTextModel:
         names = self.state.classes.names
         return {names[c] for c in record.classes}
 
-    def unlearn_one(self, doc: Document | None, labels: Labels | None = None, ts: float | None = None,
+    def unlearn_one(self, doc: Document | Message | None, labels: Labels | None = None, ts: float | None = None,
                     id: str | None = None) -> bool:
         """Unlearn a document learned earlier (by ``id``, or by its content).
 
@@ -345,6 +397,19 @@ class GenerativeTextModel:
         terms = sorted(zip((term_names[t] for t in record.terms.tolist()), record.raw.tolist()))
         return LearnedDocument(sorted(class_names[c] for c in record.classes), record.ts, terms, record.seq)
 
+    def documents_per_class(self) -> dict:
+        """Live documents per class (labels; label tuples in powerset mode), as learn guards count them.
+
+        >>> from sgm.model import MNB
+        >>> m = MNB("u_jm"); m.learn_many(["a", "b", "c"], ["spam", "ham", "spam"])
+        3
+        >>> m.documents_per_class()
+        {'spam': 2, 'ham': 1}
+        """
+        state = self.state
+        names, active = state.classes.names, state.active_classes().tolist()
+        return {self._class_name(names[i]): int(state.cls_refs[i]) for i in active}
+
     def document_ids(self) -> set[str]:
         """Ids of the live documents."""
         return set(self.state.docs)
@@ -367,10 +432,13 @@ class GenerativeTextModel:
 
     def cache_bytes(self) -> int:
         """Bytes of the arrays kept only to score fast (derived from the counts, not in snapshots)."""
-        caches = [self._lexicon, getattr(self, "postings", None)]
-        arrays = [value for cache in caches if cache is not None for value in vars(cache).values()]
-        arrays += getattr(self, "_power_cache", ())  # MNB with pd smoothing: each entry's c**delta
+        arrays = list(vars(self._lexicon).values()) if self._lexicon is not None else []
+        arrays += self._scoring_cache_arrays()
         return sum(value.nbytes for value in arrays if isinstance(value, np.ndarray))
+
+    def _scoring_cache_arrays(self) -> list[np.ndarray]:
+        """The family's score caches (posting weights and the like) for :meth:`cache_bytes`."""
+        return []
 
     def _term_lexicon(self) -> TermLexicon:
         """The compiled lookup table of the vocabulary (built on first use, then kept in step)."""
@@ -385,6 +453,7 @@ class GenerativeTextModel:
         One vocabulary lookup and one set of array operations for the whole
         batch: a single document is a batch of one.
         """
+        docs = self._readable(docs)
         state = self.state
         kind = self.spec.weighting
         if kind is None and docs and set(map(type, docs)) == {str}:
@@ -415,13 +484,6 @@ class GenerativeTextModel:
             terms, weights, owner = terms[positive], weights[positive], owner[positive]
         return PreparedBatch(terms, weights, owner, n_docs)
 
-    def _joint_log_scores(self, batch: PreparedBatch) -> np.ndarray:
-        """Unnormalized log joint ``log p(w, l)`` up to a per-document constant.
-
-        Shape ``(batch.n_docs, class capacity)``; ``-inf`` for unused class ids.
-        """
-        raise NotImplementedError
-
     def class_names(self) -> tuple[np.ndarray, list]:
         """Active class ids (ascending) and their public names, cached per class set."""
         state = self.state
@@ -440,14 +502,11 @@ class GenerativeTextModel:
         return names, self._log_posteriors(self._prepare(list(docs)), active)
 
     def _log_posteriors(self, batch: PreparedBatch, active: np.ndarray) -> np.ndarray:
-        """Normalized log posteriors over the ``active`` classes (families may fuse this with the kernel)."""
-        scores = self._joint_log_scores(batch)
-        if len(active) != scores.shape[1]:
-            scores = scores[:, active]
-        peak = scores.max(axis=1, keepdims=True)
-        scores -= peak
-        scores -= np.log(np.exp(scores).sum(axis=1, keepdims=True))
-        return scores
+        """The scoring kernel: normalized log posteriors of ``batch`` over the ``active`` class ids.
+
+        Shape ``(batch.n_docs, len(active))``.
+        """
+        raise NotImplementedError
 
     def predict_proba_many(self, docs: Iterable[Document]) -> list[dict]:
         classes, log_post = self.predict_log_proba_many(docs)
@@ -528,42 +587,32 @@ class GenerativeTextModel:
 
     # ------------------------------------------------------------ snapshots
     def to_bytes(self, extra: dict[str, Any] | None = None) -> bytes:
-        """A versioned, pickle-free snapshot of the whole model (see :mod:`model.snapshot`)."""
-        from .persistence import dumps
-
+        """A versioned, pickle-free snapshot of the whole model (see :mod:`model.persistence`)."""
         return dumps(self, extra)
 
     def write_snapshot(self, handle, extra: dict[str, Any] | None = None) -> None:
         """Write :meth:`to_bytes`'s snapshot to a seekable binary file object, without a copy in memory."""
-        from .persistence import dump
-
         dump(self, handle, extra)
 
     @staticmethod
     def from_bytes(data: bytes, **limits: Any) -> "GenerativeTextModel":
         """Rebuild a model from :meth:`to_bytes`; it scores identically and keeps learning."""
-        from .persistence import loads
-
         return loads(data, **limits)[0]
 
     def checksum(self) -> str:
         """SHA-256 of the model's content, independent of internal layout."""
-        from .persistence import state_checksum
-
         return state_checksum(self)
 
-    # Hooks for families with state beyond CountState (all JSON-able / 1-D arrays).
-    def _snapshot_arrays(self) -> dict[str, np.ndarray]:
-        return {}
+    def extra_state(self) -> ExtraState:
+        """The state this family keeps beyond the :class:`CountState` and :meth:`config` (none here).
 
-    def _snapshot_meta(self) -> dict[str, Any]:
-        return {}
+        The one persistence hook of every family: snapshots store it, the
+        checksum covers it, and :meth:`restore_extra_state` takes it back.
+        """
+        return ExtraState({}, {})
 
-    def _restore_extra(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        """Called after the CountState is restored (caches are already reset)."""
-
-    def _checksum_extra(self) -> bytes:
-        return b""
+    def restore_extra_state(self, extra: ExtraState) -> None:
+        """Take :meth:`extra_state` back once the state was replaced (a restore); caches are already rebuilt."""
 
     # ------------------------------------------------------------ stats
     def stats(self) -> dict[str, Any]:

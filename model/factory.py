@@ -1,5 +1,5 @@
 """Build a model from a configuration dict (the format ``sgm tune`` writes and
-``sgm eval --config`` / ``sgm serve --config`` read).
+``sgm eval --config`` / ``sgm serve --config`` read), and the registry of model families.
 
 A configuration is a plain dict::
 
@@ -8,7 +8,13 @@ A configuration is a plain dict::
      "half_life": null,                        # optional, seconds of event time
      "multilabel": "per_label",                # or "powerset"
      "tokenizer": {"ngrams": 1},               # optional
+     "mail": {"ngrams": 3, "meta_weight": 4.5}, # optional: how messages are read (model.mail.MailOptions)
      "prune_below": null, "max_documents": null}
+
+A model family (:class:`model.mnb.MNB`, :class:`model.tdm.TDM`) registers itself
+here when its class is defined (:class:`model.base.GenerativeTextModel` does it for
+every subclass that names its ``family``), so this module, and the snapshots built
+on it, never import a family.
 
 >>> m = build_model({"model": "u_jm", "params": {"beta": 0.4}})
 >>> m
@@ -18,28 +24,29 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .base import GenerativeTextModel
 from .spec import SpecError, parse_spec
 from .text import Tokenizer
 
 #: Keys a configuration may hold besides "model" and "params" (kernel_* are TDM's).
 OPTION_KEYS = ("half_life", "multilabel", "tokenizer", "prune_below", "max_documents", "kernel_sum",
-               "kernel_bin_width")
+               "kernel_bin_width", "mail")
+
+#: Model classes by family name (the spec prefix: "mnb", "tdm").
+_FAMILIES: dict[str, type] = {}
 
 
-def model_class(spec: str) -> type[GenerativeTextModel]:
-    family = parse_spec(spec).family
-    if family == "tdm":
-        from .tdm import TDM  # noqa: WPS433 (TDM is optional until it lands)
-
-        return TDM
-    from .mnb import MNB
-
-    return MNB
+def register_family(family: str, cls: type) -> None:
+    """Make ``cls`` the class that builds specs of ``family``."""
+    _FAMILIES[family] = cls
 
 
-def build_model(config: Mapping[str, Any]) -> GenerativeTextModel:
-    """A fresh, empty model from a configuration dict (see module docstring)."""
+def model_class(spec: str) -> type:
+    """The model class of an affix string (its family prefix; MNB by default)."""
+    return _FAMILIES[parse_spec(spec).family]
+
+
+def build_model(config: Mapping[str, Any]) -> Any:
+    """A fresh, empty model (a :class:`model.base.GenerativeTextModel`) from a configuration dict."""
     if "model" not in config:
         raise SpecError("a configuration needs a 'model' affix string")
     unknown = set(config) - {"model", "params", "family", "spec", *OPTION_KEYS}
@@ -51,7 +58,7 @@ def build_model(config: Mapping[str, Any]) -> GenerativeTextModel:
     return model_class(config["model"])(config["model"], **options, **dict(config.get("params") or {}))
 
 
-def model_config(model: GenerativeTextModel) -> dict[str, Any]:
+def model_config(model: Any) -> dict[str, Any]:
     """The configuration dict of ``model`` (inverse of :func:`build_model`)."""
     cfg = model.config()
     return {"model": cfg["spec"], "params": cfg["params"], **{k: cfg[k] for k in OPTION_KEYS if k in cfg}}

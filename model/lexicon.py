@@ -16,7 +16,7 @@ For learning (:meth:`TermLexicon.all_terms`) the same pass also keeps the tokens
 that are not in the vocabulary, each new string once per batch, for the caller to
 intern: a document's terms then cost Python work only where they are new.
 
-The table follows the :class:`model.state.Interner` it was built from through the
+The table follows the :class:`model.interner.Interner` it was built from through the
 interner's change log (ids added or removed since the last lookup), filing the
 changed names in one compiled pass.
 """
@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 from numba import njit
 
-from .text import _ASCII_DELETE, _ASCII_TABLE, Tokenizer
+from .text import ASCII_DELETED, ASCII_SEPARATORS, Tokenizer
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -38,9 +38,9 @@ _EMPTY, _DELETED = -1, -2
 # sees it, or punctuation, which the tokenizer maps to a space), 2 = deleted (the apostrophe).
 _BYTE_CLASS = np.zeros(256, dtype=np.uint8)
 for _b in range(128):
-    if chr(_b).isspace() or _ASCII_TABLE[_b] == 32:
+    if chr(_b).isspace() or ASCII_SEPARATORS[_b] == 32:
         _BYTE_CLASS[_b] = 1
-for _b in _ASCII_DELETE:
+for _b in ASCII_DELETED:
     _BYTE_CLASS[_b] = 2
 
 
@@ -350,11 +350,11 @@ def _in_document_order(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
 
 
 class TermLexicon:
-    """The vocabulary of an :class:`~model.state.Interner` as a compiled hash table.
+    """The vocabulary of an :class:`~model.interner.Interner` as a compiled hash table.
 
     Examples
     --------
-    >>> from sgm.model.state import Interner
+    >>> from sgm.model.interner import Interner
     >>> vocabulary = Interner()
     >>> for term in ["cheap", "pills", "cheap pills", "dont"]:
     ...     _ = vocabulary.add(term)
@@ -466,7 +466,7 @@ class TermLexicon:
         ``new[k]`` (the caller interns ``new`` and substitutes the ids). ASCII
         text is tokenized and looked up in compiled code, other text in Python.
 
-        >>> from sgm.model.state import Interner
+        >>> from sgm.model.interner import Interner
         >>> vocabulary = Interner()
         >>> _ = vocabulary.add("spam")
         >>> owner, terms, counts, new = TermLexicon(vocabulary).all_terms(["spam eggs spam", "Eggs"], Tokenizer())

@@ -1,15 +1,10 @@
 """Multinomial Naive Bayes with generalized smoothing, TF-IDF and prior scaling.
 
-The scoring kernel is the thesis's sparse posterior inference (MODEL.md
-section 5, thesis algorithm 1)::
-
-    score(l) = theta * log p(l) + |w|_1 * log a_l + sum_n w_n log p_b(n)
-             + sum_n sum_{(l, w(l,n)) in postings(n)} w_n * w(l, n)
-
-Every class gets the first three terms from per-class arrays; only classes in
-the posting lists of the document's terms get the last one. The posting
-weights ``w(l, n)`` live in a :class:`model.index.PostingCache`, computed
-lazily (see that module), from the formulas in :mod:`model.smoothing`.
+The scoring kernel is the label score of :class:`model.label_model.LabelModel`
+(MODEL.md section 5, thesis algorithm 1), computed and normalized in one
+compiled pass over the batch (:func:`model.loops.scoring.dense_log_posterior`).
+With thousands of classes and a smoothing weight ``a_l`` that is the same for
+every class (Jelinek-Mercer), top-k skips the per-class pass (:meth:`MNB._sparse_topk`).
 """
 from __future__ import annotations
 
@@ -19,30 +14,14 @@ from typing import Any
 import numpy as np
 from sortedcontainers import SortedList
 
-from . import smoothing
-from .base import GenerativeTextModel, PreparedBatch
-from .postings import PostingCache
-from .kernels import (accumulate_postings, dense_log_posterior, power_discount_totals, sparse_accumulate,
-                      sparse_topk_finish)
-from .state import CompensatedSum, grow
+from .arrays import CompensatedSum, grow
+from .base import GenerativeTextModel
+from .batch import PreparedBatch
+from .label_model import LabelModel
+from .loops.topk import sparse_accumulate, sparse_topk_finish
 
 #: With at least this many classes, top-k of Jelinek-Mercer models skips the per-class pass (sparse top-k).
 SPARSE_TOPK_MIN_CLASSES = 2048
-
-
-class _ClassTerms:
-    """Per-class quantities of one model epoch (arrays over class ids)."""
-
-    __slots__ = ("epoch", "scale", "delta", "denominator", "log_a", "log_prior")
-
-    def __init__(self, epoch: int, scale: float, delta: float, denominator: np.ndarray, log_a: np.ndarray,
-                 log_prior: np.ndarray) -> None:
-        self.epoch = epoch
-        self.scale = scale
-        self.delta = delta
-        self.denominator = denominator  # mu + D(l), true units
-        self.log_a = log_a  # log a_l
-        self.log_prior = log_prior  # theta * log p(l); -inf for unused ids
 
 
 class _PriorIndex:
@@ -145,121 +124,23 @@ class MNB(GenerativeTextModel):
 
     family = "mnb"
 
-    def _init_caches(self) -> None:
-        self.postings = PostingCache()
-        self._class_terms: _ClassTerms | None = None
+    def rebuild_caches(self) -> None:
+        super().rebuild_caches()
+        self.labels = LabelModel(self.spec, self.params)
         self._prior_index: _PriorIndex | None = None
         self._scratch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # sparse accumulator
-        self._power_cache: tuple[np.ndarray, np.ndarray, float | None] = (np.empty(0), np.empty(0), None)  # pd: c**delta
-
-    # ------------------------------------------------------------ derived values
-    def _delta(self) -> float:
-        delta = self.params.get("delta", 0.0)
-        return self.state.kneser_ney_delta() if delta == "kn" else float(delta)
-
-    def class_terms(self) -> _ClassTerms:
-        """Per-class arrays of the current epoch (recomputed after any update)."""
-        state = self.state
-        cached = self._class_terms
-        if cached is not None and cached.epoch == state.epoch:
-            return cached
-        n = state.classes.capacity
-        scale = state.clock.scale()
-        delta = self._delta()
-        beta = self.params.get("beta", 0.0)
-        mu = self.params.get("mu", 0.0) if self.spec.dp else 0.0
-        mass = state.cls_mass.get(slice(0, n)) * scale
-        if self.spec.linear_discount:
-            discount_total = beta * mass if self.spec.jm else np.zeros(n)
-        elif self.spec.discount == "pd" and self.params.get("delta") != "kn":
-            discount_total = self._power_discount_totals(n, scale, delta, beta)
-        else:  # ad (and pd with a delta that moves with every update): sum the entry discounts
-            used = state.ent_used
-            counts = state.ent_count.get(slice(0, used)) * scale
-            discount_total = np.bincount(state.ent_class[:used], smoothing.entry_discount(counts, self.spec, beta, delta),
-                                         minlength=n)[:n]
-        log_a = smoothing.log_smoothing_weight(mass, discount_total, mu)
-        docs = state.cls_docs.get(slice(0, n))
-        active = state.cls_refs[:n] > 0
-        log_prior = np.full(n, -np.inf)
-        if active.any():
-            theta = self.params.get("theta", 1.0)
-            log_prior[active] = theta * (np.log(docs[active]) - np.log(state.class_docs_total.value))
-        self._class_terms = _ClassTerms(state.epoch, scale, delta, mu + discount_total, log_a, log_prior)
-        return self._class_terms
-
-    def _power_discount_totals(self, n: int, scale: float, delta: float, beta: float) -> np.ndarray:
-        """``D(l)`` of ``pd`` for every class, with each entry's ``c**delta`` cached between epochs.
-
-        The pass over all entries runs after every update (``D(l)`` sums the
-        non-linear discount of each entry); the ``pow`` it needs only where an
-        entry changed. The cache is keyed by the stored count itself, so it is
-        right whoever holds a slot, and it starts empty after a restore.
-        """
-        state = self.state
-        used = state.ent_used
-        power, power_of, cached_delta = self._power_cache
-        if cached_delta != delta or len(power) < used:
-            fresh = cached_delta != delta  # a new delta: every cached power is wrong
-            size = used if fresh else max(used, 2 * len(power))
-            grown_power, grown_of = np.empty(size), np.full(size, np.nan)  # NaN: never equal, so computed
-            if not fresh:
-                grown_power[: len(power)], grown_of[: len(power_of)] = power, power_of
-            power, power_of = grown_power, grown_of
-            self._power_cache = (power, power_of, delta)
-        out = np.zeros(n)
-        power_discount_totals(state.ent_class, state.ent_count.hi, state.ent_count.lo, used, scale, scale ** delta,
-                              delta, beta, self.spec.jm, power, power_of, out)
-        return out
-
-    def background(self, terms: np.ndarray) -> np.ndarray:
-        """``p_b(n)`` for known term ids."""
-        state = self.state
-        return smoothing.background_prob(state.term_mass.get(terms), state.total_mass.value, state.n_vocab, self.spec,
-                                         self.params.get("ups", 0.0))
-
-    @property
-    def pure_jelinek_mercer(self) -> bool:
-        """``a_l = beta`` for every class: no Dirichlet mass, no ad/pd discount."""
-        return self.spec.jm and not self.spec.dp and self.spec.discount is None
-
-    def _build_postings(self, terms: np.ndarray, index: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        """Posting weights of ``terms`` from the count tables (the lazy recomputation)."""
-        state = self.state
-        classes = state.arena.cls[index]
-        scale = state.clock.scale()
-        beta = self.params.get("beta", 0.0)
-        counts = state.ent_count.get(state.arena.slot[index]) * scale
-        if self.pure_jelinek_mercer:  # mu + D(l) = beta C(l): no per-class pass needed
-            delta, denominator = 0.0, beta * state.cls_mass.get(classes) * scale
-        else:
-            derived = self.class_terms()
-            delta, denominator = derived.delta, derived.denominator[classes]
-        discounts = smoothing.entry_discount(counts, self.spec, beta, delta)
-        term_background = self.background(terms)
-        self.postings.log_background[terms] = np.log(term_background)  # read by the kernel, fresh as the postings
-        background = np.repeat(term_background, lengths)
-        weights = smoothing.posting_weight(counts, discounts, denominator, background)
-        return np.maximum(weights, 0.0)  # a fully discounted entry adds nothing (guards -0.0 and round-off)
 
     # ------------------------------------------------------------ the kernel
-    def _joint_log_scores(self, batch: PreparedBatch) -> np.ndarray:
-        state = self.state
-        derived = self.class_terms()
-        n_docs, n_classes = batch.n_docs, state.classes.capacity
-        terms, weights, owner = batch.terms, batch.weights, batch.owner
-        length = np.bincount(owner, weights, minlength=n_docs)  # |w|_1
-        smooth = np.bincount(owner, weights * np.log(self.background(terms)), minlength=n_docs)
-        self.postings.refresh(state.arena, terms, state.epoch, self._build_postings)
-        scores = (derived.log_prior[None, :] + length[:, None] * derived.log_a[None, :]) + smooth[:, None]
-        matched = np.zeros((n_docs, n_classes))
-        accumulate_postings(owner, terms, weights, state.arena.start, state.arena.length, state.arena.cls,
-                            self.postings.weight, matched)
-        return scores + matched
+    def _log_posteriors(self, batch: PreparedBatch, active: np.ndarray) -> np.ndarray:
+        return self.labels.log_posteriors(self.state, batch, active)
+
+    def _scoring_cache_arrays(self) -> list[np.ndarray]:
+        return self.labels.cache_arrays()
 
     # ------------------------------------------------------------ sparse top-k
     def uses_sparse_topk(self) -> bool:
-        return (self.family == "mnb" and self.pure_jelinek_mercer
+        """Top-k takes the sparse path: ``a_l`` is the same for every class, and there are many classes."""
+        return (self.labels.smoothing.constant_weight is not None
                 and len(self.state.classes) >= SPARSE_TOPK_MIN_CLASSES)
 
     def predict_topk_many(self, docs, k: int):
@@ -279,7 +160,7 @@ class MNB(GenerativeTextModel):
         p(l)**theta) * beta**|w|_1 * prod_n p_b(n)**w_n``. Cost per document:
         the postings touched plus ``k`` steps down the prior order.
         """
-        state = self.state
+        state, labels = self.state, self.labels
         if self._prior_index is None or self._prior_index.theta != self.params.get("theta", 1.0):
             self._prior_index = _PriorIndex(self.params.get("theta", 1.0))
         index = self._prior_index
@@ -289,10 +170,10 @@ class MNB(GenerativeTextModel):
         log_power_sum = math.log(index.power_sum.value) - theta * log_total  # log sum_l p(l)**theta
         n_docs, terms, weights, owner = batch.n_docs, batch.terms, batch.weights, batch.owner
         length = np.bincount(owner, weights, minlength=n_docs)
-        smooth = np.bincount(owner, weights * np.log(self.background(terms)), minlength=n_docs)
-        base = length * math.log(self.params["beta"]) + smooth  # the shared part of every score
+        smooth = np.bincount(owner, weights * np.log(labels.background(state, terms)), minlength=n_docs)
+        base = length * math.log(labels.smoothing.constant_weight) + smooth  # the shared part of every score
         arena = state.arena
-        self.postings.refresh(arena, terms, state.epoch, self._build_postings)
+        labels.refresh(state, terms)
         capacity = state.classes.capacity
         if self._scratch is None or len(self._scratch[0]) < capacity:
             self._scratch = (np.zeros(capacity), np.zeros(capacity, dtype=np.bool_), np.zeros(capacity, dtype=np.int64))
@@ -309,7 +190,7 @@ class MNB(GenerativeTextModel):
         for d in range(n_docs):
             lo, hi = bounds[d], bounds[d + 1]
             hit = sparse_accumulate(terms[lo:hi], weights[lo:hi], arena.start, arena.length, arena.cls,
-                                    self.postings.weight, scratch, marked, touched)
+                                    labels.postings.weight, scratch, marked, touched)
             for c in massless_list:  # scored explicitly too: excluded from the prior-ordered rest
                 marked[c] = True
             others = index.best_excluding(marked, k)  # before the kernel below clears the marks
@@ -329,20 +210,7 @@ class MNB(GenerativeTextModel):
             out.append([(self._class_name(names[c]), math.exp(score - log_norm)) for score, c in candidates[:k]])
         return out
 
-    def _log_posteriors(self, batch: PreparedBatch, active: np.ndarray) -> np.ndarray:
-        if self.family != "mnb":  # TDM adds document-level terms to the kernel
-            return super()._log_posteriors(batch, active)
-        state = self.state
-        derived = self.class_terms()
-        self.postings.refresh(state.arena, batch.terms, state.epoch, self._build_postings)
-        out = np.empty((batch.n_docs, len(active)))
-        dense_log_posterior(batch.n_docs, batch.owner, batch.terms, batch.weights, self.postings.log_background[batch.terms],
-                            state.arena.start, state.arena.length, state.arena.cls, self.postings.weight, active,
-                            derived.log_prior, derived.log_a, out)
-        return out
-
     def stats(self) -> dict[str, Any]:
         out = super().stats()
-        out["stale_postings_recomputed"] = self.postings.recomputed
-        out["postings"] = self.postings.stored_postings(self.state.arena)
+        out.update(self.labels.stats(self.state))
         return out

@@ -13,8 +13,14 @@ keeps learning. :func:`state_checksum` is different: it hashes the model's
 by name), so two models that learned the same documents in the same order
 agree even if their internal layouts differ (e.g. one was restored midway).
 
+A model family with state beyond the :class:`model.state.CountState` and its
+configuration hands it over as an :class:`ExtraState` (its ``extra_state()`` /
+``restore_extra_state()``): JSON-able options, and arrays holding one value per
+live document. The snapshot stores both; the checksum covers both.
+
 This module only converts to and from bytes; writing files atomically and
-recording Kafka offsets belongs to :mod:`stream.snapshots`.
+recording Kafka offsets belongs to :mod:`stream.snapshot_store`. It builds models
+through :mod:`model.factory` and never imports a model family.
 """
 from __future__ import annotations
 
@@ -22,14 +28,16 @@ import hashlib
 import io
 import json
 import zipfile
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
-from .base import GenerativeTextModel
 from .decay import DecayClock
 from .factory import build_model, model_config
-from .state import CompensatedArray, CompensatedSum, CountState, DocRecord, Interner, TermArena
+from .arena import TermArena
+from .arrays import CompensatedArray, CompensatedSum
+from .interner import Interner
+from .state import CountState, DocRecord
 
 FORMAT = "sgm-model-snapshot"
 VERSION = 1
@@ -42,8 +50,33 @@ COMPENSATED = {"cls_docs": "class", "cls_mass": "class", "term_mass": "term", "t
 TOTALS = ("total_mass", "total_docs", "class_docs_total")
 
 
+#: Every array a snapshot holds for the CountState; any other array belongs to the family's extra state.
+STATE_ARRAYS = frozenset(
+    ["class_names", "class_name_lengths", "class_free", "term_names", "term_name_lengths", "term_free", "ent_free",
+     "arena_slot", "arena_cls", "arena_start", "arena_length", "arena_capacity", "doc_ids", "doc_id_lengths",
+     "doc_classes", "doc_class_counts", "doc_terms", "doc_term_counts", "doc_weights", "doc_raw", "doc_factor",
+     "doc_ts", "doc_seq", "cls_refs", "cls_entries", "term_refs", "term_raw", "ent_class", "ent_term", "ent_refs"]
+    + [name + suffix for name in COMPENSATED for suffix in ("", "_lo")])
+
+#: A model; anything with ``state``, ``config()``, ``extra_state()`` and ``restore_extra_state()``
+#: (:class:`model.base.GenerativeTextModel`, which imports this module).
+Model = Any
+
+
 class SnapshotError(ValueError):
     """A snapshot is corrupt, oversized, of an unknown format, or inconsistent."""
+
+
+class ExtraState(NamedTuple):
+    """What a model family keeps beyond the CountState and its configuration.
+
+    ``meta`` holds JSON-able options (the checksum reads its values in order);
+    ``per_document`` holds 1-D arrays with one value per live document, in the
+    state's document order (the checksum reads them in document-id order).
+    """
+
+    meta: dict[str, Any]
+    per_document: dict[str, np.ndarray]
 
 
 # ------------------------------------------------------------------ helpers
@@ -94,14 +127,14 @@ class _HashingWriter:
 
 
 # ------------------------------------------------------------------ encode
-def dumps(model: GenerativeTextModel, extra: dict[str, Any] | None = None) -> bytes:
+def dumps(model: Model, extra: dict[str, Any] | None = None) -> bytes:
     """Serialize ``model`` (and JSON-able ``extra`` metadata, e.g. offsets) to bytes."""
     out = io.BytesIO()
     dump(model, out, extra)
     return out.getvalue()
 
 
-def dump(model: GenerativeTextModel, handle: BinaryIO, extra: dict[str, Any] | None = None) -> None:
+def dump(model: Model, handle: BinaryIO, extra: dict[str, Any] | None = None) -> None:
     """Write the snapshot of ``model`` to a seekable binary ``handle``: the same bytes as :func:`dumps`.
 
     Each array is built only when its turn comes and is streamed into its
@@ -153,7 +186,11 @@ def dump(model: GenerativeTextModel, handle: BinaryIO, extra: dict[str, Any] | N
         builders[name + "_lo"] = (lambda name=name, limit=limit: getattr(state, name).lo[:limit])
     for name in ("start", "length", "capacity"):
         builders[f"arena_{name}"] = (lambda name=name: getattr(arena, name)[:n_terms])
-    for name, array in model._snapshot_arrays().items():
+    assert set(builders) == STATE_ARRAYS
+    extra_state = model.extra_state()
+    for name, array in extra_state.per_document.items():
+        if name in builders:
+            raise ValueError(f"extra state array {name!r} clashes with a state array")
         builders[name] = (lambda array=array: array)
     scalars = {
         name: getattr(state, name)
@@ -180,7 +217,7 @@ def dump(model: GenerativeTextModel, handle: BinaryIO, extra: dict[str, Any] | N
             "config": model_config(model),
             "clock": state.clock.to_dict(),
             "scalars": scalars,
-            "model_extra": model._snapshot_meta(),
+            "model_extra": extra_state.meta,
             "extra": extra or {},
             "arrays": names,
             "content_sha256": digest.hexdigest(),
@@ -220,7 +257,7 @@ def _open(data: bytes, max_bytes: int) -> tuple[zipfile.ZipFile, dict[str, Any]]
     return archive, meta
 
 
-def loads(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[GenerativeTextModel, dict[str, Any]]:
+def loads(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Model, dict[str, Any]]:
     """Rebuild a model from :func:`dumps` output; returns ``(model, extra)``."""
     archive, meta = _open(data, max_bytes)
     digest = hashlib.sha256()
@@ -275,7 +312,7 @@ def _interner(names: list[str | None], free: np.ndarray) -> Interner:
     return interner
 
 
-def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> GenerativeTextModel:
+def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
     model = build_model(meta["config"])
     state: CountState = model.state
     state.clock = DecayClock.from_dict(meta["clock"])
@@ -332,17 +369,15 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> GenerativeTextMo
     arena.garbage = scalars["arena_garbage"]
     if state.n_docs != len(state.docs) or state.ent_used != used:
         raise SnapshotError("document or entry counts disagree with the header")
-    state.rebuild_expiry()
-    state._active = None
-    state.epoch += 1
-    model._names = None
-    model._init_caches()
-    model._restore_extra(meta.get("model_extra") or {}, a)
+    state.restored()
+    per_document = {name: array for name, array in a.items() if name not in STATE_ARRAYS}  # the family checks them
+    model.rebuild_caches()
+    model.restore_extra_state(ExtraState(meta.get("model_extra") or {}, per_document))
     return model
 
 
 # ------------------------------------------------------------------ checksum
-def state_checksum(model: GenerativeTextModel) -> str:
+def state_checksum(model: Model) -> str:
     """SHA-256 of the model's content in canonical order (independent of internal layout).
 
     Covers the configuration, the clock, every class/term/entry value and
@@ -383,7 +418,8 @@ def state_checksum(model: GenerativeTextModel) -> str:
     scalars = [[t.hi, t.lo] for t in (state.total_mass, state.total_docs, state.class_docs_total)]
     scalars += [state.n_docs, state.seq]
     digest.update(json.dumps(scalars).encode())
-    for doc_id in sorted(state.docs):
+    doc_order = sorted(state.docs)
+    for doc_id in doc_order:
         record = state.docs[doc_id]
         digest.update(doc_id.encode("utf-8") + b"\0")
         digest.update(np.sort(class_rank[list(record.classes)]).tobytes())
@@ -391,5 +427,12 @@ def state_checksum(model: GenerativeTextModel) -> str:
         digest.update(np.ascontiguousarray(record.weights, dtype=np.float64).tobytes())
         digest.update(np.ascontiguousarray(record.raw, dtype=np.float64).tobytes())
         digest.update(np.array([record.factor, record.ts], dtype=np.float64).tobytes() + record.seq.to_bytes(8, "little"))
-    digest.update(model._checksum_extra())
+    extra = model.extra_state()
+    if extra.meta:
+        digest.update(json.dumps(list(extra.meta.values())).encode())
+    if extra.per_document:
+        position = {doc_id: i for i, doc_id in enumerate(state.docs)}
+        order = np.fromiter(map(position.__getitem__, doc_order), dtype=np.int64, count=len(doc_order))
+        for name in sorted(extra.per_document):
+            digest.update(np.ascontiguousarray(extra.per_document[name][order]).tobytes())
     return digest.hexdigest()

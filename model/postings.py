@@ -2,7 +2,7 @@
 
 A posting list for term ``n`` holds ``(class id, w(class, n))`` for every
 class that has counts of ``n``. Its skeleton (which classes) is the term's
-region of the :class:`model.state.TermArena`; this module keeps the weights,
+region of the :class:`model.arena.TermArena`; this module keeps the weights,
 a column parallel to the arena. The weights depend on the whole model
 (background, label totals, decay scale), so any update makes every cached list
 stale. Staleness costs nothing at update time: each term remembers the model
@@ -18,8 +18,9 @@ from typing import Callable
 
 import numpy as np
 
-from .kernels import count_stale
-from .state import TermArena, grow
+from .loops.scoring import count_stale
+from .arena import TermArena
+from .arrays import grow
 
 #: (stale term ids, their arena positions, entries per term) -> weights at those positions.
 WeightBuilder = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]

@@ -9,28 +9,13 @@ are passed by the names used in ``docs/MODEL.md`` (``beta``, ``mu``, ...).
 :func:`parse_spec` turns the string into a :class:`ModelSpec`;
 :func:`resolve_params` checks the numbers against it. Both raise
 :class:`SpecError` with a message saying what is wrong and what is allowed.
+The background and smoothing affixes and their numbers come from the methods
+registered in :mod:`model.smoothing.registry` (their rows below are generated
+from it); the others are defined here.
 
 Affixes (MODEL.md sections 1-4, 6):
 
-======== ===============================================================
-affix    meaning
-======== ===============================================================
-mnb/tdm  model family prefix (optional for MNB)
-u c uc   background model: uniform, collection, uniform-smoothed collection
-jm       Jelinek-Mercer: linear discount ``beta * C``
-dp       Dirichlet prior mass ``mu``
-ad       absolute discounting ``min(delta, C)``
-pd       power-law discounting ``min(C, delta * C**delta)``
-ti       TF-IDF on training and scored documents (phi=0, ups_idf=0 fixed)
-tXi      TF-IDF with length scaling ``phi`` free
-tiX      TF-IDF with IDF lifting ``ups_idf`` free
-tXiX     both free
-qidf     IDF weighting of scored documents only (ups_idf=0 fixed)
-qidfX    query IDF with lifting ``ups_idf`` free
-ps       prior scaling ``theta``
-kjm kdp  TDM kernel smoothing: Jelinek-Mercer ``kbeta``, Dirichlet ``kmu``,
-kpd      power-law ``kdelta`` (TDM only)
-======== ===============================================================
+{table}
 """
 from __future__ import annotations
 
@@ -38,65 +23,56 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .params import ParamInfo, SpecError
+from .smoothing import registry
 
-class SpecError(ValueError):
-    """An unknown affix, an impossible combination or an out-of-range number."""
-
-
-BACKGROUNDS = ("u", "c", "uc")
-DISCOUNTS = ("ad", "pd")
+BACKGROUNDS = registry.background_affixes()
+SMOOTHING = registry.affixes()
+#: The count discounts (the methods of the "discount" slot: at most one per spec).
+DISCOUNTS = tuple(a for a in SMOOTHING if registry.method(a).slot == "discount")
+KERNEL_AFFIXES = registry.kernel_affixes()
 WEIGHTINGS = ("ti", "tXi", "tiX", "tXiX", "qidf", "qidfX")
-KERNEL_AFFIXES = ("kjm", "kdp", "kpd")
 FAMILIES = ("mnb", "tdm")
 
-
-@dataclass(frozen=True)
-class ParamInfo:
-    """One tunable number: its allowed range, default and meaning."""
-
-    name: str
-    low: float
-    high: float
-    default: float
-    low_open: bool
-    doc: str
-    #: range used by ``sgm tune`` (a finite sub-range of the allowed one)
-    tune_low: float
-    tune_high: float
-    log_scale: bool = False
-
-    def check(self, value: Any) -> float:
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise SpecError(f"{self.name} must be a number, got {value!r}") from None
-        if math.isnan(number):
-            raise SpecError(f"{self.name} must be a number, got NaN")
-        too_low = number <= self.low if self.low_open else number < self.low
-        if too_low or number > self.high:
-            left = "(" if self.low_open else "["
-            raise SpecError(f"{self.name}={number!r} is outside {left}{self.low}, {self.high}]: {self.doc}")
-        return number
+#: The numbers of feature weighting (MODEL.md section 3) and prior scaling (section 4).
+_WEIGHTING_PARAMS = (
+    ParamInfo("phi", -1.0, 2.0, 0.0, False, "TF-IDF length scaling (tXi, tXiX)", -1.0, 2.0),
+    ParamInfo("ups_idf", -1.0, 50.0, 0.0, False, "IDF lifting (tiX, tXiX, qidfX); -1 = Croft-Harper", -1.0, 50.0),
+    ParamInfo("theta", 0.0, 2.0, 1.0, False, "prior scaling exponent (ps)", 0.0, 2.0),
+)
 
 
-INF = math.inf
+def _collect_params() -> dict[str, ParamInfo]:
+    found: dict[str, ParamInfo] = {}
+    groups = ([m.params for m in registry.METHODS] + [b.params for b in registry.BACKGROUNDS] + [_WEIGHTING_PARAMS]
+              + [registry.kernel_method(k).kernel_params for k in KERNEL_AFFIXES])
+    for info in (info for group in groups for info in group):
+        if found.setdefault(info.name, info) != info:
+            raise RuntimeError(f"two different numbers named {info.name!r}")
+    return found
+
 
 #: Every number a configuration can carry; defaults are the ones documented in docs/MODEL.md.
-PARAMS: dict[str, ParamInfo] = {
-    p.name: p
-    for p in (
-        ParamInfo("beta", 0.0, 1.0, 0.5, True, "Jelinek-Mercer discount fraction (jm)", 0.01, 1.0),
-        ParamInfo("mu", 0.0, INF, 100.0, True, "Dirichlet prior mass (dp)", 0.1, 10000.0, True),
-        ParamInfo("delta", 0.0, 1.0, 0.5, True, "absolute/power-law discount (ad, pd); 'kn' = Kneser-Ney estimate", 0.01, 1.0),
-        ParamInfo("ups", 0.0, 1.0, 0.5, False, "uniform weight in the uc background", 0.0, 1.0),
-        ParamInfo("phi", -1.0, 2.0, 0.0, False, "TF-IDF length scaling (tXi, tXiX)", -1.0, 2.0),
-        ParamInfo("ups_idf", -1.0, 50.0, 0.0, False, "IDF lifting (tiX, tXiX, qidfX); -1 = Croft-Harper", -1.0, 50.0),
-        ParamInfo("theta", 0.0, 10.0, 1.0, False, "prior scaling exponent (ps)", 0.0, 2.0),
-        ParamInfo("kbeta", 0.0, 1.0, 0.5, True, "TDM kernel Jelinek-Mercer fraction (kjm)", 0.01, 1.0),
-        ParamInfo("kmu", 0.0, INF, 10.0, True, "TDM kernel Dirichlet mass (kdp)", 0.01, 1000.0, True),
-        ParamInfo("kdelta", 0.0, 1.0, 0.5, True, "TDM kernel power-law discount (kpd)", 0.01, 1.0),
-    )
-}
+PARAMS: dict[str, ParamInfo] = _collect_params()
+
+
+def _affix_table() -> str:
+    rows = [("mnb/tdm", "model family prefix (optional for MNB)")]
+    rows += [(b.affix, f"background model: {b.doc}") for b in registry.BACKGROUNDS]
+    rows += [(m.affix, m.doc) for m in registry.METHODS]
+    rows += [("ti", "TF-IDF on training and scored documents (phi=0, ups_idf=0 fixed)"),
+             ("tXi", "TF-IDF with length scaling ``phi`` free"), ("tiX", "TF-IDF with IDF lifting ``ups_idf`` free"),
+             ("tXiX", "both free"), ("qidf", "IDF weighting of scored documents only (ups_idf=0 fixed)"),
+             ("qidfX", "query IDF with lifting ``ups_idf`` free"), ("ps", "prior scaling ``theta``")]
+    rows += [(k, f"TDM document kernel: {registry.kernel_method(k).doc}, number "
+                 f"{', '.join(f'``{p.name}``' for p in registry.kernel_method(k).kernel_params)} (TDM only)")
+             for k in KERNEL_AFFIXES]
+    width = max(len(a) for a, _ in rows)
+    rule = "=" * width + " " + "=" * 63
+    return "\n".join([rule, f"{'affix':<{width}} meaning", rule, *(f"{a:<{width}} {d}" for a, d in rows), rule])
+
+
+__doc__ = __doc__.format(table=_affix_table())
 
 
 @dataclass(frozen=True)
@@ -116,9 +92,8 @@ class ModelSpec:
 
     family: str
     background: str
-    discount: str | None  # "ad" | "pd" | None
-    jm: bool
-    dp: bool
+    #: smoothing affixes in canonical order (the order their discounts apply in)
+    smoothing: tuple[str, ...]
     weighting: str | None
     prior_scaling: bool
     kernel: frozenset[str] = field(default_factory=frozenset)
@@ -126,13 +101,7 @@ class ModelSpec:
     @property
     def name(self) -> str:
         """Canonical affix string (family first, fixed affix order)."""
-        parts = [self.family, self.background]
-        if self.discount:
-            parts.append(self.discount)
-        if self.jm:
-            parts.append("jm")
-        if self.dp:
-            parts.append("dp")
+        parts = [self.family, self.background, *self.smoothing]
         parts.extend(k for k in KERNEL_AFFIXES if k in self.kernel)
         if self.weighting:
             parts.append(self.weighting)
@@ -143,33 +112,40 @@ class ModelSpec:
     @property
     def free_params(self) -> frozenset[str]:
         """The numbers this configuration reads (others are rejected)."""
-        names = set()
-        if self.jm:
-            names.add("beta")
-        if self.dp:
-            names.add("mu")
-        if self.discount:
-            names.add("delta")
-        if self.background == "uc":
-            names.add("ups")
+        groups = [registry.method(a).params for a in self.smoothing]
+        groups.append(registry.background(self.background).params)
+        groups += [registry.kernel_method(k).kernel_params for k in self.kernel]
+        names = {info.name for group in groups for info in group}
         if self.weighting in ("tXi", "tXiX"):
             names.add("phi")
         if self.weighting in ("tiX", "tXiX", "qidfX"):
             names.add("ups_idf")
         if self.prior_scaling:
             names.add("theta")
-        if "kjm" in self.kernel:
-            names.add("kbeta")
-        if "kdp" in self.kernel:
-            names.add("kmu")
-        if "kpd" in self.kernel:
-            names.add("kdelta")
         return frozenset(names)
+
+    # Views by slot and affix, for readers of the parsed fields (the dense references in tests/).
+    @property
+    def discount(self) -> str | None:
+        """The count discount affix (``"ad"``, ``"pd"``: the methods of the "discount" slot) or ``None``."""
+        return next((a for a in self.smoothing if registry.method(a).slot == "discount"), None)
+
+    @property
+    def jm(self) -> bool:
+        return "jm" in self.smoothing
+
+    @property
+    def dp(self) -> bool:
+        return "dp" in self.smoothing
 
     @property
     def linear_discount(self) -> bool:
         """True when the label-level discount is homogeneous of degree one (no ad/pd)."""
-        return self.discount is None
+        return all(getattr(registry.method(a), "linear", True) for a in self.smoothing)
+
+
+def _either(options: tuple[str, ...], last: str) -> str:
+    return ", ".join(options[:-1]) + f" {last} " + options[-1] if len(options) > 1 else "".join(options)
 
 
 def parse_spec(text: str) -> ModelSpec:
@@ -180,12 +156,12 @@ def parse_spec(text: str) -> ModelSpec:
     family = "mnb"
     if affixes and affixes[0] in FAMILIES:
         family = affixes.pop(0)
-    known = set(BACKGROUNDS) | set(DISCOUNTS) | {"jm", "dp", "ps"} | set(WEIGHTINGS) | set(KERNEL_AFFIXES)
+    known = set(BACKGROUNDS) | set(SMOOTHING) | {"ps"} | set(WEIGHTINGS) | set(KERNEL_AFFIXES)
     unknown = [a for a in affixes if a not in known]
     if unknown:
         raise SpecError(
-            f"unknown affix(es) {unknown} in {text!r}; known: backgrounds {BACKGROUNDS}, smoothing jm dp ad pd, "
-            f"weighting {WEIGHTINGS}, ps, TDM kernels {KERNEL_AFFIXES}"
+            f"unknown affix(es) {unknown} in {text!r}; known: backgrounds {BACKGROUNDS}, "
+            f"smoothing {' '.join(SMOOTHING)}, weighting {WEIGHTINGS}, ps, TDM kernels {KERNEL_AFFIXES}"
         )
     if len(set(affixes)) != len(affixes):
         raise SpecError(f"repeated affix in {text!r}")
@@ -199,17 +175,24 @@ def parse_spec(text: str) -> ModelSpec:
     background = pick(BACKGROUNDS, "background model")
     if background is None:
         raise SpecError(f"{text!r} needs a background model affix: one of {BACKGROUNDS}")
-    discount = pick(DISCOUNTS, "discount (ad or pd)")
+    for options, lookup in ((SMOOTHING, registry.method), (KERNEL_AFFIXES, registry.kernel_method)):
+        slots: dict[str, tuple[str, ...]] = {}
+        for affix in options:
+            slots[lookup(affix).slot] = slots.get(lookup(affix).slot, ()) + (affix,)
+        for slot, members in slots.items():  # methods of one slot exclude each other
+            if len(members) > 1:
+                pick(members, f"{slot} ({_either(members, 'or')})")
     weighting = pick(WEIGHTINGS, "feature weighting")
-    jm, dp = "jm" in affixes, "dp" in affixes
-    if not (jm or dp or discount):
-        raise SpecError(f"{text!r} needs a smoothing affix (jm, dp, ad or pd); unsmoothed models give zero probabilities")
+    smoothing = tuple(sorted((a for a in affixes if a in SMOOTHING), key=lambda a: registry.method(a).order))
+    if not smoothing:
+        raise SpecError(f"{text!r} needs a smoothing affix ({_either(SMOOTHING, 'or')}); "
+                        "unsmoothed models give zero probabilities")
     kernel = frozenset(a for a in affixes if a in KERNEL_AFFIXES)
     if family == "mnb" and kernel:
         raise SpecError(f"kernel affixes {sorted(kernel)} are for TDM: prefix the spec with 'tdm_'")
     if family == "tdm" and not kernel:
-        raise SpecError(f"{text!r}: a TDM needs kernel smoothing (kjm, kdp and/or kpd)")
-    return ModelSpec(family, background, discount, jm, dp, weighting, "ps" in affixes, kernel)
+        raise SpecError(f"{text!r}: a TDM needs kernel smoothing ({_either(KERNEL_AFFIXES, 'and/or')})")
+    return ModelSpec(family, background, smoothing, weighting, "ps" in affixes, kernel)
 
 
 #: Numbers that are not affix parameters but still configure a model.
@@ -240,7 +223,7 @@ def resolve_params(spec: ModelSpec, given: Mapping[str, Any]) -> dict[str, Any]:
             raise SpecError(
                 f"parameter {name!r} is not used by {spec.name!r} (it reads: {', '.join(sorted(free)) or 'nothing'})"
             )
-        if name in ("delta", "kdelta") and isinstance(value, str) and value.strip().lower() == "kn":
+        if PARAMS[name].kneser_ney and isinstance(value, str) and value.strip().lower() == "kn":
             out[name] = "kn"
             continue
         out[name] = PARAMS[name].check(value)

@@ -18,7 +18,7 @@ quantity              MODEL.md                             stored as
 
 All of them are in *stored* units of forward decay (see :mod:`model.decay`):
 true value = stored value * ``clock.scale()``. Sums are compensated
-(:class:`CompensatedArray`): read them with ``.get(index)`` / ``.value``.
+(:class:`model.arrays.CompensatedArray`): read them with ``.get(index)`` / ``.value``.
 
 Exactness of unlearning: each document keeps the weights it contributed
 (:class:`DocRecord`), so removing it subtracts exactly what was added. Every
@@ -32,354 +32,19 @@ import contextlib
 import heapq
 import itertools
 import math
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
 from .decay import REBASE_AFTER_HALF_LIVES, DecayClock
-from .kernels import (DONE, NEED_ENTRIES, add_entries, compensated_add, compensated_running_sum, count_terms,
-                      remove_entries)
-from .text import check_term_types
+from .arena import TermArena
+from .arrays import CompensatedArray, CompensatedSum, grow
+from .interner import Interner
+from .loops.entries import DONE, NEED_ENTRIES, add_entries, count_terms, remove_entries
+from .loops.sums import compensated_running_sum
 
 #: Weights below this (in true units) would underflow when rescaled; such documents expire.
 _UNDERFLOW = 1e-280
-
-
-def grow(array: np.ndarray, size: int) -> np.ndarray:
-    """Return ``array`` with room for ``size`` items (amortized doubling, zero-filled)."""
-    if size <= len(array):
-        return array
-    bigger = np.zeros(max(size, 2 * len(array), 16), dtype=array.dtype)
-    bigger[: len(array)] = array
-    return bigger
-
-
-def _two_sum_into(hi: np.ndarray, lo: np.ndarray, index, values) -> None:
-    """``hi[index] += values`` keeping the exact rounding error in ``lo`` (Knuth's TwoSum).
-
-    ``index`` must not repeat. Branch-free: valid whatever the magnitudes.
-    """
-    s = hi[index]
-    t = s + values
-    b = t - s
-    lo[index] += (s - (t - b)) + (values - b)
-    hi[index] = t
-
-
-class CompensatedArray:
-    """Running sums kept as ``hi + lo`` so that adding and later subtracting is exact.
-
-    Plain float sums lose the low bits of small terms next to large ones; when
-    the large term is unlearned again (a recent, heavily weighted document under
-    decay, say) the remainder would carry a large *relative* error. TwoSum keeps
-    each addition's rounding error in ``lo``, so subtracting the same value
-    restores the remainder to within ``2**-104`` relative.
-
-    >>> sums = CompensatedArray(2)
-    >>> sums.add(np.array([0]), np.array([1e-3]))
-    >>> sums.add(np.array([0]), np.array([2.0 ** 60])); sums.add(np.array([0]), np.array([-2.0 ** 60]))
-    >>> float(sums.get(0)) == 1e-3
-    True
-    """
-
-    __slots__ = ("hi", "lo")
-
-    def __init__(self, size: int = 0) -> None:
-        self.hi = np.zeros(size)
-        self.lo = np.zeros(size)
-
-    def __len__(self) -> int:
-        return len(self.hi)
-
-    def grow(self, size: int) -> None:
-        if size > len(self.hi):
-            self.hi = grow(self.hi, size)
-            self.lo = grow(self.lo, len(self.hi))
-
-    def get(self, index=slice(None)) -> np.ndarray:
-        return self.hi[index] + self.lo[index]
-
-    def add(self, index, values, distinct: bool = True) -> None:
-        """Add ``values`` at ``index`` in order (repeated indices accumulate as one by one would)."""
-        if np.ndim(index) == 0:
-            _two_sum_into(self.hi, self.lo, index, values)
-            return
-        index = np.asarray(index, dtype=np.int64)
-        if np.ndim(values) == 0:
-            values = np.full(len(index), values, dtype=np.float64)
-        compensated_add(self.hi, self.lo, index, np.asarray(values, dtype=np.float64))
-
-    def zero(self, index) -> None:
-        self.hi[index] = 0.0
-        self.lo[index] = 0.0
-
-    def clamp(self, index) -> None:
-        """Sums of positive weights are never negative: reset round-off below zero."""
-        negative = np.asarray(index)[(self.hi[index] + self.lo[index]) < 0]
-        if len(negative):
-            self.zero(negative)
-
-    def ldexp(self, exponent: int, size: int | None = None) -> None:
-        part = slice(None) if size is None else slice(0, size)
-        self.hi[part] = np.ldexp(self.hi[part], exponent)
-        self.lo[part] = np.ldexp(self.lo[part], exponent)
-
-
-class CompensatedSum:
-    """A scalar :class:`CompensatedArray`."""
-
-    __slots__ = ("hi", "lo")
-
-    def __init__(self) -> None:
-        self.hi = 0.0
-        self.lo = 0.0
-
-    @property
-    def value(self) -> float:
-        return self.hi + self.lo
-
-    def add(self, x: float) -> None:
-        s = self.hi
-        t = s + x
-        b = t - s
-        self.lo += (s - (t - b)) + (x - b)
-        self.hi = t
-
-    def zero(self) -> None:
-        self.hi = self.lo = 0.0
-
-    def clamp(self) -> None:
-        if self.hi + self.lo < 0:
-            self.zero()
-
-    def ldexp(self, exponent: int) -> None:
-        self.hi = math.ldexp(self.hi, exponent)
-        self.lo = math.ldexp(self.lo, exponent)
-
-
-class _NameIds(dict):
-    """An :class:`Interner`'s name -> id table.
-
-    While the interner is interning a batch (:meth:`Interner.ids_of`), looking
-    up a missing name adds it, so one C-level ``map`` over a batch both finds
-    and adds ids; at any other time a missing name raises ``KeyError`` as in a
-    plain dict.
-    """
-
-    __slots__ = ("owner",)
-
-    def __missing__(self, name):
-        owner = self.owner
-        new = owner.interning
-        if new is None:
-            raise KeyError(name)
-        if type(name) is not str and not isinstance(name, str):
-            raise TypeError("terms must be strings")
-        new.append(name)
-        return owner._add_absent(name)
-
-
-class Interner:
-    """Dense integer ids for names (terms or classes), reusing freed ids.
-
-    >>> names = Interner()
-    >>> names.add("spam"), names.add("ham"), names.add("spam")
-    (0, 1, 0)
-    >>> names.remove(0); names.add("eggs")
-    0
-    >>> names.ids_of(["ham", "toast", "eggs"]).tolist()
-    [1, 2, 0]
-    """
-
-    __slots__ = ("ids", "names", "free", "changes", "interning")
-
-    def __init__(self, names: list[str | None] | None = None, free: list[int] | None = None) -> None:
-        self.ids = _NameIds()
-        self.ids.owner = self
-        self.names: list[str | None] = [] if names is None else names
-        self.ids.update((name, i) for i, name in enumerate(self.names) if name is not None)
-        self.free: list[int] = [] if free is None else free
-        #: Ids added or removed, in order, once a follower (``model.lexicon.TermLexicon``) asked for them;
-        #: ``None`` when nobody follows, or the log grew so long unread that rebuilding is cheaper.
-        self.changes: list[int] | None = None
-        #: Names added by the :meth:`ids_of` call in progress (``None`` outside one).
-        self.interning: list[str] | None = None
-
-    def ids_of(self, names: list[str], added: list[str] | None = None) -> np.ndarray:
-        """Ids of ``names``, adding the new ones in first-seen order (and listing them in ``added``).
-
-        All or nothing: if a new name is not a string, ``TypeError`` is raised
-        and the interner is exactly as before the call.
-        """
-        before = (len(self.names), None if self.changes is None else len(self.changes))
-        self.interning = new = []
-        try:
-            ids = np.fromiter(map(self.ids.__getitem__, names), dtype=np.int64, count=len(names))
-        except BaseException:
-            self._undo(new, *before)
-            raise
-        finally:
-            self.interning = None
-        if added is not None:
-            added.extend(new)
-        return ids
-
-    def _undo(self, new: list[str], n_names: int, n_changes: int | None) -> None:
-        reused = []  # ids taken from the free list, in the order they were popped
-        for name in new:
-            index = self.ids.pop(name)
-            self.names[index] = None
-            if index < n_names:
-                reused.append(index)
-        del self.names[n_names:]
-        self.free.extend(reversed(reused))
-        if self.changes is not None and n_changes is not None:
-            del self.changes[n_changes:]
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    @property
-    def capacity(self) -> int:
-        return len(self.names)
-
-    def get(self, name: str) -> int | None:
-        return self.ids.get(name)
-
-    def add(self, name: str) -> int:
-        index = self.ids.get(name)
-        return self._add_absent(name) if index is None else index
-
-    def _add_absent(self, name: str) -> int:
-        """Give ``name`` (not interned) a freed id, last freed first, or the next new one."""
-        if self.free:
-            index = self.free.pop()
-            self.names[index] = name
-        else:
-            index = len(self.names)
-            self.names.append(name)
-        self.ids[name] = index
-        if self.changes is not None:
-            self._log_change(index)
-        return index
-
-    def _log_change(self, index: int) -> None:
-        changes = self.changes
-        changes.append(index)
-        if len(changes) > 65536 and len(changes) > 2 * len(self.names):
-            self.changes = None  # nobody has read it for long: the follower rebuilds instead
-
-    def add_new(self, new_names: list[str]) -> None:
-        """Add names known to be absent and distinct, in order (the batch form of :meth:`add`)."""
-        free = self.free
-        ids = self.ids
-        if free:
-            for name in new_names:
-                self.add(name)
-            return
-        start = len(self.names)
-        self.names.extend(new_names)
-        ids.update(zip(new_names, range(start, start + len(new_names))))
-        if self.changes is not None:
-            for index in range(start, start + len(new_names)):
-                self._log_change(index)
-
-    def remove(self, index: int) -> None:
-        name = self.names[index]
-        if name is None:
-            return
-        del self.ids[name]
-        self.names[index] = None
-        self.free.append(index)
-        if self.changes is not None:
-            self._log_change(index)
-
-
-class TermArena:
-    """The entries of each term, contiguous in one array (the inverted index's skeleton).
-
-    Term ``n`` owns ``slot[start[n] : start[n] + length[n]]`` (entry slots) and
-    the parallel ``cls`` (their class ids), sorted by class id: an entry is
-    found by binary search, so no hash table of entries is needed. Each
-    region has spare capacity that doubles when full (the region then moves to
-    the end), so inserts are amortized cheap and reading the entries of many
-    terms is a few vectorized gathers. Abandoned regions are garbage until
-    :meth:`compact` runs. Inserts and removals happen in the compiled
-    kernels of :mod:`model.kernels`.
-
-    >>> arena = TermArena()
-    >>> arena.reserve_terms(3)
-    >>> arena.grow_arena(8)
-    >>> arena.start[:3], arena.length[:3], arena.capacity[:3] = [0, 4, 4], [1, 0, 2], [4, 0, 4]
-    >>> arena.slot[[0, 4, 5]], arena.cls[[0, 4, 5]] = [11, 10, 12], [6, 5, 7]
-    >>> arena.used = 8
-    >>> index, lengths = arena.ranges(np.array([2, 1, 0]))
-    >>> arena.slot[index].tolist(), lengths.tolist()
-    ([10, 12, 11], [2, 0, 1])
-    """
-
-    def __init__(self) -> None:
-        self.slot = np.zeros(0, dtype=np.int64)
-        self.cls = np.zeros(0, dtype=np.int32)
-        self.start = np.zeros(0, dtype=np.int64)
-        self.length = np.zeros(0, dtype=np.int64)
-        self.capacity = np.zeros(0, dtype=np.int64)
-        self.used = 0
-        self.garbage = 0
-        self.version = 0  # changes whenever regions move
-
-    def reserve_terms(self, count: int) -> None:
-        if count > len(self.start):
-            self.start = grow(self.start, count)
-            self.length = grow(self.length, count)
-            self.capacity = grow(self.capacity, count)
-
-    def ranges(self, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Arena positions of the entries of ``terms`` (concatenated in order) and their lengths."""
-        lengths = self.length[terms]
-        total = int(lengths.sum())
-        ends = np.cumsum(lengths)
-        return np.repeat(self.start[terms] - (ends - lengths), lengths) + np.arange(total), lengths
-
-    def _allocate(self, size: int) -> int:
-        at = self.used
-        self.used += size
-        if self.used > len(self.slot):
-            self.slot = grow(self.slot, self.used)
-            self.cls = grow(self.cls, self.used)
-        return at
-
-    def release(self, term: int) -> None:
-        """Give up the region of a term that left the model (its id may be reused with no region)."""
-        assert self.length[term] == 0, "only an empty region is released"
-        self.garbage += int(self.capacity[term])
-        self.start[term] = 0
-        self.capacity[term] = 0
-
-    def grow_arena(self, size: int) -> None:
-        if size > len(self.slot):
-            self.slot = grow(self.slot, size)
-            self.cls = grow(self.cls, len(self.slot))
-
-    def compact(self) -> None:
-        """Repack every term's region (capacity = max(4, length)), dropping garbage."""
-        terms = np.flatnonzero(self.capacity)
-        old_index, lengths = self.ranges(terms)
-        capacity = np.maximum(4, lengths)
-        capacity[lengths == 0] = 0
-        starts = np.cumsum(capacity) - capacity
-        new_index = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(len(old_index))
-        slot = np.zeros(int(capacity.sum()), dtype=np.int64)
-        cls = np.zeros(len(slot), dtype=np.int32)
-        slot[new_index] = self.slot[old_index]
-        cls[new_index] = self.cls[old_index]
-        self.slot, self.cls = slot, cls
-        self.start[terms] = starts
-        self.capacity[terms] = capacity
-        self.start[self.capacity == 0] = 0
-        self.used = len(slot)
-        self.garbage = 0
-        self.version += 1
 
 
 class DocRecord:
@@ -409,11 +74,27 @@ class DocRecord:
 Weigher = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
+class DocumentObserver(Protocol):
+    """Something kept in step with the live documents (TDM's document nodes, :mod:`model.document_nodes`).
+
+    Every way a document enters (learning, one or a batch) or leaves
+    (unlearning, forgetting, the memory bound, decay underflow) is reported.
+    """
+
+    def documents_added(self, state: "CountState", items: Sequence[tuple], records: list["DocRecord | None"]) -> None:
+        """The state learned ``items`` (as given to :meth:`CountState.add_documents`); ``records[i]`` is the
+        record of ``items[i]``, or ``None`` if it was not learned (it underflowed under decay)."""
+
+    def document_removed(self, state: "CountState", doc_id: str) -> None:
+        """The live document ``doc_id`` left the state."""
+
+
 class CountState:
     """Sparse count tables with exact learn/unlearn and forward decay.
 
-    This class knows nothing about smoothing or scoring; :class:`model.mnb.MNB`
-    derives probabilities from it. ``epoch`` increases with every change, which
+    This class knows nothing about smoothing or scoring; :class:`model.label_model.LabelModel`
+    derives probabilities from it. An ``observer`` (:class:`DocumentObserver`)
+    hears of every document that enters or leaves. ``epoch`` increases with every change, which
     is how derived caches (the posting lists) know they are stale.
     """
 
@@ -467,6 +148,7 @@ class CountState:
         self.pruned_documents = 0
         self.pruned_entries = 0
         self.expired_documents = 0
+        self.observer: DocumentObserver | None = None
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -478,7 +160,7 @@ class CountState:
     def ent_free(self) -> list[int]:
         return self.free_stack[: self.free_top].tolist()
 
-    def _track_expiry(self) -> bool:
+    def tracks_expiry(self) -> bool:
         return self.prune_below is not None or self.max_documents is not None
 
     # ------------------------------------------------------------- interning
@@ -611,6 +293,12 @@ class CountState:
         every sum is accumulated in document order. Ids must be new and
         distinct (the caller resolves re-learning first).
         """
+        records = self._learn_batch(items, weigh)
+        if self.observer is not None:
+            self.observer.documents_added(self, items, records)
+        return records
+
+    def _learn_batch(self, items: Sequence[tuple], weigh: Weigher | None) -> list[DocRecord | None]:
         clock = self.clock
         split = self._first_rebase(items)
         if split is not None and len(items) > 1:
@@ -683,7 +371,7 @@ class CountState:
                        for classes, begin, end, factor, p, seq in zip(doc_classes, begins, ends, factors, kept,
                                                                        range(first_seq, self.seq + 1))]
         self.docs.update(zip([item[0] for item in batch], new_records))
-        if self._track_expiry():
+        if self.tracks_expiry():
             for item, record in zip(batch, new_records):
                 heapq.heappush(self._expiry, (record.factor, record.seq, item[0]))
         for position, record in zip(kept, new_records):
@@ -717,7 +405,7 @@ class CountState:
         self.seq += 1
         record = DocRecord(classes, terms, weights, raw, factor, t, self.seq)
         self.docs[doc_id] = record
-        if self._track_expiry():
+        if self.tracks_expiry():
             heapq.heappush(self._expiry, (factor, self.seq, doc_id))
         contrib = weights * term_factor
         mass = float(np.bincount(np.zeros(n_terms, dtype=np.intp), contrib, minlength=1)[0])  # summed in order
@@ -783,6 +471,8 @@ class CountState:
         self._remove_contributions(record)
         self._uncount_document(record)
         self.epoch += 1
+        if self.observer is not None:
+            self.observer.document_removed(self, doc_id)
         return record
 
     def _uncount_document(self, record: DocRecord) -> None:
@@ -880,7 +570,7 @@ class CountState:
 
     def _prune(self) -> None:
         """Apply the memory bound: drop documents too decayed or too many (oldest first)."""
-        if not self._track_expiry():
+        if not self.tracks_expiry():
             return
         scale = self.clock.scale()
         while self._expiry:
@@ -899,9 +589,15 @@ class CountState:
             self.pruned_documents += 1
             self.pruned_entries += before - self.n_entries
 
+    def restored(self) -> None:
+        """After a restore replaced the tables: rebuild the expiry heap, drop cached reads, start a new epoch."""
+        self.rebuild_expiry()
+        self._active = None
+        self.epoch += 1
+
     def rebuild_expiry(self) -> None:
         self._expiry = []
-        if self._track_expiry():
+        if self.tracks_expiry():
             self._expiry = [(r.factor, r.seq, d) for d, r in self.docs.items()]
             heapq.heapify(self._expiry)
 
@@ -919,4 +615,3 @@ class CountState:
         if cached is None or cached[0] != self.class_version:
             cached = self._active = (self.class_version, np.flatnonzero(self.cls_refs[: self.classes.capacity] > 0))
         return cached[1]
-

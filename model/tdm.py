@@ -11,8 +11,8 @@ mixture of its training documents, each a hierarchically smoothed multinomial.
 ``c_i`` are the document's (possibly TF-IDF) weights, ``K_i(n)`` the kernel
 discount (``kjm``: ``kbeta * c``, ``kpd``: ``min(c, kdelta * c**kdelta)``,
 both: ``kpd`` then ``kjm`` on the rest; ``kdp`` adds the mass ``kmu``), and
-``p_l(n)`` the label model of :class:`model.mnb.MNB` (generalized smoothing
-over the background) estimated from *length-normalized* document counts
+``p_l(n)`` the label model of :class:`model.label_model.LabelModel` (generalized
+smoothing over the background, as in MNB) estimated from *length-normalized* document counts
 ``C(l, n) = sum_{i in I_l} f_i * c_i(n) / |c_i|_1``.
 
 Sparse inference. Dividing each kernel by the label model::
@@ -38,24 +38,25 @@ error, see :class:`TDM`).
 
 A document learned under several labels is a node of each of them. The
 documents themselves live in the :class:`model.state.CountState` (its
-memory bound expires light documents); this module keeps the document nodes
-as a cache rebuilt from the state, plus one number per document that the
-state cannot give back after TF-IDF weighting: the document's total weight
-``|c_i|_1`` (see :meth:`TDM.extra_state`).
+memory bound expires light documents); the document nodes
+(:mod:`model.document_nodes`) are a cache kept in step with it, rebuilt after a
+restore, plus one number per document that the state cannot give back after
+TF-IDF weighting: the document's total weight ``|c_i|_1`` (see :meth:`TDM.extra_state`).
 """
 from __future__ import annotations
 
-import json
 import math
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from . import smoothing
-from .base import PreparedBatch
-from .mnb import MNB
+from .base import GenerativeTextModel
+from .batch import PreparedBatch
+from .document_nodes import DocumentNodes, MissingLengthsError
+from .label_model import LabelModel
+from .persistence import ExtraState
+from .smoothing import kernel_smoothing
 from .spec import parse_spec
-from .state import CountState, DocRecord, grow
 
 #: TDM's own defaults where the scale differs from MNB's: label counts are length-normalized
 #: (``mu`` counts documents, not words), kernels see one document. Chosen on the development
@@ -66,27 +67,11 @@ TDM_DEFAULTS = {"mu": 10.0, "ups": 1.0, "kmu": 5.0, "kdelta": 0.8}
 #: and no ``prune_below`` is given: 20 half-lives, a millionth of a fresh document.
 DEFAULT_NODE_FLOOR = 2.0**-20
 KERNEL_SUMS = ("exact", "binned")
+#: Name of the per-document array of ``|c_i|_1`` in the extra state (and in snapshots).
+LENGTHS = "tdm_document_lengths"
 
-_EMPTY_NODES = np.zeros(0, dtype=np.int32)
-_EMPTY_FLOATS = np.zeros(0)
 #: Scratch size (cells) for dense per-chunk arrays in scoring and posting builds.
 _CHUNK_CELLS = 1 << 22
-
-
-def kernel_discount(counts: np.ndarray, kernel: frozenset[str], kbeta: float, kdelta: float) -> np.ndarray:
-    """``K_i(n)`` for document weights ``counts``: ``kpd`` base discount, then ``kjm`` on the rest.
-
-    >>> kernel_discount(np.array([4.0, 0.01]), frozenset({"kpd"}), 0.5, 0.5)
-    array([1.  , 0.01])
-    >>> kernel_discount(np.array([4.0]), frozenset({"kpd", "kjm"}), 0.5, 0.5)  # 1 + 0.5 * (4 - 1)
-    array([2.5])
-    """
-    if "kpd" in kernel:
-        base = np.minimum(counts, kdelta * np.power(counts, kdelta))
-        return base + kbeta * (counts - base) if "kjm" in kernel else base
-    if "kjm" in kernel:
-        return kbeta * counts
-    return np.zeros_like(counts)
 
 
 def _log_expm1(values: np.ndarray) -> np.ndarray:
@@ -94,459 +79,11 @@ def _log_expm1(values: np.ndarray) -> np.ndarray:
     return values + np.log(-np.expm1(-values))
 
 
-class MissingLengthsError(ValueError):
-    """A TF-IDF weighted TDM was restored without its document lengths (its extra state)."""
-
-
-class _Groups:
-    """Documents of every label grouped by their smoothing weight, concatenated by class.
-
-    ``log_mass[g]`` is ``log(sum of pi_i)`` over the documents of group ``g``
-    and ``log_a[g]`` their common (or, binned, representative) ``log a_i``;
-    groups of one class are contiguous, ``starts``/``sizes`` delimit them and
-    ``classes`` names them.
-    """
-
-    __slots__ = ("classes", "starts", "sizes", "log_mass", "log_a")
-
-    def __init__(self, classes, starts, sizes, log_mass, log_a) -> None:
-        self.classes, self.starts, self.sizes, self.log_mass, self.log_a = classes, starts, sizes, log_mass, log_a
-
-
-class DocumentNodes:
-    """The document nodes of a TDM and their inverted index (a cache over the CountState).
-
-    A node is one (document, label) pair. Per node: its class, its stored decay
-    factor (the document's, in the state's forward-decay units), ``|c_i|_1``,
-    ``K_i`` and ``log a_i``. Per term: the postings ``(node, c_i(n))`` of the
-    documents holding it, in a growable array; removed nodes stay in the
-    arrays (marked dead) until the term is next read, and node ids are never
-    reused until a full compaction renumbers them, so a dead id can never be
-    mistaken for a live one.
-    """
-
-    #: Renumber nodes once more than this many (and more than the live ones) are dead.
-    compact_after = 1024
-
-    def __init__(self, kernel: frozenset[str], kbeta: float, kmu: float, kdelta_setting: Any) -> None:
-        self.kernel = kernel
-        self.kbeta = kbeta
-        self.kmu = kmu
-        self.kdelta_setting = kdelta_setting  # a number or "kn"
-        self.kdelta = 0.5 if kdelta_setting == "kn" else float(kdelta_setting)
-        self.origin: float | None = None  # decay origin the node factors are stored against
-        # nodes
-        self.node_class = np.zeros(0, dtype=np.int32)
-        self.node_factor = np.zeros(0)
-        self.node_length = np.zeros(0)
-        self.node_discount = np.zeros(0)
-        self.node_log_a = np.zeros(0)
-        self.node_alive = np.zeros(0, dtype=bool)
-        self.node_doc: list[str | None] = []
-        self.n_nodes = 0  # high-water mark of node ids
-        self.live_nodes = 0
-        self.doc_nodes: dict[str, tuple[DocRecord, tuple[int, ...], float]] = {}
-        self.class_nodes: list[set[int]] = []
-        # postings by term id
-        self.post_node: list[np.ndarray] = []
-        self.post_count: list[np.ndarray] = []
-        self.post_fill = np.zeros(0, dtype=np.int64)
-        self.post_dead = np.zeros(0, dtype=np.int64)
-        self.live_postings = 0
-        # derived: posting weights v per term (valid for one state epoch), label groups
-        self.weight_epoch = np.full(0, -1, dtype=np.int64)
-        self.post_weight: list[np.ndarray] = []
-        self.dirty_classes: set[int] = set()
-        self.class_groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self.class_log_total = np.zeros(0)
-        self.groups: _Groups | None = None
-        self.bin_width: float | None = None
-        # what the weigher saw in the current batch: (weights c, |c|_1 at each position), concatenated
-        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
-        self.weights_recomputed = 0
-        self.compactions = 0
-        self.missing_lengths = False  # restored without extra_state(): unusable until it is given
-
-    # ------------------------------------------------------------ kernel constants
-    def kernel_log_a(self, length: np.ndarray, discount: np.ndarray) -> np.ndarray:
-        """``log a_i = log((kmu + K_i) / (kmu + |c_i|_1))``; 0 (``a_i = 1``) for an empty kernel."""
-        total = self.kmu + length
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = np.log((self.kmu + discount) / total)
-        out[total <= 0] = 0.0
-        return out
-
-    # ------------------------------------------------------------ weighing hook
-    def normalizing(self, weigh):
-        """Wrap the model's weigher: the state learns ``c / |c|_1`` (length-normalized counts).
-
-        The weigher sees a batch's documents concatenated; each document's
-        block is as long as its number of distinct terms (the weigher's third
-        argument), which delimits the blocks. The unnormalized weights are
-        kept for :meth:`add`, which needs ``c`` and ``|c|_1``.
-        """
-        pending = self._pending
-
-        def normalized(terms: np.ndarray, raw: np.ndarray, distinct: np.ndarray) -> np.ndarray:
-            weights = raw.copy() if weigh is None else np.asarray(weigh(terms, raw, distinct), dtype=np.float64)
-            if not len(weights):
-                pending.append((weights, weights))
-                return weights
-            sizes, position, total = [], 0, len(weights)
-            distinct_list = distinct.tolist()
-            while position < total:
-                size = int(distinct_list[position])
-                sizes.append(size)
-                position += size
-            if position != total:
-                raise RuntimeError("TDM: the weigher's batch is not made of whole documents")
-            starts = np.cumsum([0] + sizes[:-1])
-            length_at = np.repeat(np.add.reduceat(weights, starts), sizes)
-            pending.append((weights, length_at))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                return np.where(length_at > 0, weights / length_at, 0.0)
-
-        return normalized
-
-    # ------------------------------------------------------------ growth
-    def _reserve_nodes(self, count: int) -> None:
-        size = self.n_nodes + count
-        if size > len(self.node_class):
-            for name in ("node_class", "node_factor", "node_length", "node_discount", "node_log_a", "node_alive"):
-                setattr(self, name, grow(getattr(self, name), size))
-
-    def _reserve_terms(self, size: int) -> None:
-        if size > len(self.post_fill):
-            old = len(self.weight_epoch)
-            self.post_fill = grow(self.post_fill, size)
-            self.post_dead = grow(self.post_dead, size)
-            self.weight_epoch = grow(self.weight_epoch, size)
-            self.weight_epoch[old:] = -1
-        extra = len(self.post_fill) - len(self.post_node)
-        if extra > 0:
-            self.post_node.extend([_EMPTY_NODES] * extra)
-            self.post_count.extend([_EMPTY_FLOATS] * extra)
-            self.post_weight.extend([_EMPTY_FLOATS] * extra)
-
-    def _reserve_classes(self, size: int) -> None:
-        while len(self.class_nodes) < size:
-            self.class_nodes.append(set())
-        if size > len(self.class_log_total):
-            old = len(self.class_log_total)
-            self.class_log_total = grow(self.class_log_total, size)
-            self.class_log_total[old:] = -np.inf
-
-    def _append_postings(self, term: int, nodes: np.ndarray, counts: np.ndarray) -> None:
-        fill = int(self.post_fill[term])
-        need = fill + len(nodes)
-        node_array = self.post_node[term]
-        if need > len(node_array):
-            size = max(need, 2 * len(node_array), 4)
-            bigger_nodes = np.empty(size, dtype=np.int32)
-            bigger_nodes[:fill] = node_array[:fill]
-            bigger_counts = np.empty(size)
-            bigger_counts[:fill] = self.post_count[term][:fill]
-            self.post_node[term], self.post_count[term] = bigger_nodes, bigger_counts
-            node_array = bigger_nodes
-        node_array[fill:need] = nodes
-        self.post_count[term][fill:need] = counts
-        self.post_fill[term] = need
-        self.weight_epoch[term] = -1
-
-    # ------------------------------------------------------------ adding and removing documents
-    def add(self, state: CountState, records: Sequence[tuple[str, DocRecord | None]]) -> None:
-        """Register the documents of a batch the state just learned (``None``: not learned).
-
-        ``records`` are all items of the batch in order, so that their blocks
-        line up with what the weigher saw.
-        """
-        self.check_complete()
-        self._follow_rebase(state)
-        if not self._pending:
-            return  # nothing was weighed: no document of the batch was kept
-        if len(self._pending) != 1:
-            self._pending.clear()
-            raise RuntimeError("TDM: expected one weigher call per learned batch")
-        weights, length_at = self._pending.pop()
-        batch_terms, batch_nodes, batch_counts = [], [], []
-        offset = 0
-        for doc_id, record in records:
-            if record is None:
-                continue
-            size = len(record.terms)
-            block = weights[offset : offset + size]
-            length = float(length_at[offset]) if size else 0.0
-            offset += size
-            if state.docs.get(doc_id) is not record:
-                continue  # pruned by the memory bound while its batch was learned
-            if doc_id in self.doc_nodes:
-                self.remove(state, doc_id)
-            self._add_nodes(state, doc_id, record, block, length, batch_terms, batch_nodes, batch_counts)
-        if offset != len(weights):
-            raise RuntimeError("TDM: learned records do not match the weighed batch")
-        self._flush_postings(batch_terms, batch_nodes, batch_counts)
-
-    def _add_nodes(self, state: CountState, doc_id: str, record: DocRecord, weights: np.ndarray, length: float,
-                   batch_terms: list, batch_nodes: list, batch_counts: list) -> None:
-        positive = weights > 0
-        terms, counts = record.terms[positive], weights[positive]
-        discount = float(kernel_discount(counts, self.kernel, self.kbeta, self.kdelta).sum())
-        log_a = float(self.kernel_log_a(np.array([length]), np.array([discount]))[0])
-        self._reserve_nodes(len(record.classes))
-        self._reserve_classes(state.classes.capacity)
-        ids = []
-        for class_id in record.classes:
-            node = self.n_nodes
-            self.n_nodes += 1
-            self.node_class[node] = class_id
-            self.node_factor[node] = record.factor
-            self.node_length[node] = length
-            self.node_discount[node] = discount
-            self.node_log_a[node] = log_a
-            self.node_alive[node] = True
-            self.node_doc.append(doc_id)
-            self.class_nodes[class_id].add(node)
-            self.dirty_classes.add(class_id)
-            ids.append(node)
-        self.live_nodes += len(ids)
-        self.doc_nodes[doc_id] = (record, tuple(ids), length)
-        if len(terms):
-            for node in ids:
-                batch_terms.append(terms)
-                batch_nodes.append(np.full(len(terms), node, dtype=np.int32))
-                batch_counts.append(counts)
-
-    def _flush_postings(self, batch_terms: list, batch_nodes: list, batch_counts: list) -> None:
-        if not batch_terms:
-            return
-        terms = np.concatenate(batch_terms)
-        nodes = np.concatenate(batch_nodes)
-        counts = np.concatenate(batch_counts)
-        self._reserve_terms(int(terms.max()) + 1)
-        self.live_postings += len(terms)
-        if len(batch_terms) == 1:  # one node: its terms are distinct
-            for position, term in enumerate(terms.tolist()):
-                self._append_postings(term, nodes[position : position + 1], counts[position : position + 1])
-            return
-        order = np.argsort(terms, kind="stable")
-        terms, nodes, counts = terms[order], nodes[order], counts[order]
-        distinct, first = np.unique(terms, return_index=True)
-        bounds = np.append(first, len(terms)).tolist()
-        for k, term in enumerate(distinct.tolist()):
-            lo, hi = bounds[k], bounds[k + 1]
-            self._append_postings(term, nodes[lo:hi], counts[lo:hi])
-
-    def remove(self, state: CountState, doc_id: str) -> None:
-        """Forget the nodes of a document the state no longer holds."""
-        known = self.doc_nodes.pop(doc_id, None)
-        if known is None:
-            return
-        record, ids, length = known
-        for node in ids:
-            class_id = int(self.node_class[node])
-            self.node_alive[node] = False
-            self.node_factor[node] = 0.0
-            self.node_doc[node] = None
-            self.class_nodes[class_id].discard(node)
-            self.dirty_classes.add(class_id)
-        self.live_nodes -= len(ids)
-        terms = self._posting_terms(record, length)
-        if len(terms):
-            self.post_dead[terms] += len(ids)
-            self.live_postings -= len(terms) * len(ids)
-        # a term no document holds any more loses its (all dead) postings, so its id can be reused
-        held = record.terms[record.terms < len(self.post_fill)]
-        for term in held[state.term_refs[held] == 0].tolist():
-            self._clear_term(term)
-        retired = self.n_nodes - self.live_nodes
-        if retired > self.compact_after and retired > self.live_nodes:
-            self.compact()
-
-    @staticmethod
-    def _posting_terms(record: DocRecord, length: float) -> np.ndarray:
-        # the record holds c / |c|_1: positive exactly where c is
-        return record.terms[record.weights > 0] if length > 0 else record.terms[:0]
-
-    def _clear_term(self, term: int) -> None:
-        self.post_node[term] = _EMPTY_NODES
-        self.post_count[term] = _EMPTY_FLOATS
-        self.post_weight[term] = _EMPTY_FLOATS
-        self.post_fill[term] = 0
-        self.post_dead[term] = 0
-        self.weight_epoch[term] = -1
-
-    def _compact_term(self, term: int) -> None:
-        fill = int(self.post_fill[term])
-        nodes = self.post_node[term][:fill]
-        keep = self.node_alive[nodes]
-        kept = int(keep.sum())
-        self.post_node[term] = nodes[keep].copy()
-        self.post_count[term] = self.post_count[term][:fill][keep].copy()
-        self.post_fill[term] = kept
-        self.post_dead[term] = 0
-
-    def compact(self) -> None:
-        """Drop dead postings everywhere and renumber the live nodes densely."""
-        for term in np.flatnonzero(self.post_dead).tolist():
-            self._compact_term(term)
-        live = np.flatnonzero(self.node_alive[: self.n_nodes])
-        renumber = np.full(max(self.n_nodes, 1), -1, dtype=np.int32)
-        renumber[live] = np.arange(len(live), dtype=np.int32)
-        for term in np.flatnonzero(self.post_fill).tolist():
-            fill = int(self.post_fill[term])
-            self.post_node[term][:fill] = renumber[self.post_node[term][:fill]]
-        for name in ("node_class", "node_factor", "node_length", "node_discount", "node_log_a", "node_alive"):
-            array = getattr(self, name)
-            moved = np.zeros_like(array)
-            moved[: len(live)] = array[live]
-            setattr(self, name, moved)
-        self.node_doc = [self.node_doc[j] for j in live.tolist()]
-        self.n_nodes = len(live)
-        self.doc_nodes = {d: (r, tuple(int(renumber[j]) for j in ids), length)
-                          for d, (r, ids, length) in self.doc_nodes.items()}
-        self.class_nodes = [set() for _ in self.class_nodes]
-        for node, class_id in enumerate(self.node_class[: self.n_nodes].tolist()):
-            self.class_nodes[class_id].add(node)
-        self.weight_epoch[:] = -1
-        self.dirty_classes.update(range(len(self.class_nodes)))
-        self.compactions += 1
-
-    # ------------------------------------------------------------ decay and the kernel discount
-    def _follow_rebase(self, state: CountState) -> None:
-        """After the state moved its decay origin, reread the (rescaled) document factors."""
-        origin = state.clock.origin
-        if origin == self.origin:
-            return
-        self.origin = origin
-        for record, ids, _ in self.doc_nodes.values():
-            self.node_factor[list(ids)] = record.factor
-        self.dirty_classes.update(range(len(self.class_nodes)))
-
-    def check_complete(self) -> None:
-        if self.missing_lengths:
-            raise MissingLengthsError("this TF-IDF weighted TDM was restored without its extra_state(): "
-                                      "call restore_extra_state() first")
-
-    def sync(self, state: CountState) -> None:
-        """Bring node constants up to date before scoring (decay origin, a Kneser-Ney kdelta)."""
-        self.check_complete()
-        self._follow_rebase(state)
-        if self.kdelta_setting == "kn":
-            delta = state.kneser_ney_delta()
-            if delta != self.kdelta:
-                self.kdelta = delta
-                self._recompute_discounts()
-
-    def _recompute_discounts(self) -> None:
-        """``K_i`` and ``a_i`` of every node for a new ``kdelta`` (O(postings); only ``kdelta="kn"``)."""
-        for record, ids, length in self.doc_nodes.values():
-            positive = record.weights > 0
-            counts = record.weights[positive] * length
-            discount = float(kernel_discount(counts, self.kernel, self.kbeta, self.kdelta).sum())
-            nodes = list(ids)
-            self.node_discount[nodes] = discount
-            self.node_log_a[nodes] = self.kernel_log_a(np.array([length]), np.array([discount]))[0]
-        self.weight_epoch[:] = -1
-        self.dirty_classes.update(range(len(self.class_nodes)))
-
-    # ------------------------------------------------------------ the no-match sums
-    def group_table(self, bin_width: float | None) -> _Groups:
-        """Per-label groups of equal (or binned) ``log a_i`` with their mixture mass."""
-        if bin_width != self.bin_width:
-            self.bin_width = bin_width
-            self.dirty_classes.update(range(len(self.class_nodes)))
-        if self.groups is not None and not self.dirty_classes:
-            return self.groups
-        for class_id in self.dirty_classes:
-            members = self.class_nodes[class_id] if class_id < len(self.class_nodes) else ()
-            if not members:
-                self.class_groups.pop(class_id, None)
-                if class_id < len(self.class_log_total):
-                    self.class_log_total[class_id] = -np.inf
-                continue
-            nodes = np.fromiter(members, dtype=np.int64, count=len(members))
-            nodes.sort()  # a fixed summation order: results do not depend on set iteration
-            log_a = self.node_log_a[nodes]
-            factor = self.node_factor[nodes]
-            if bin_width is None:
-                values, inverse = np.unique(log_a, return_inverse=True)
-            else:
-                _, inverse = np.unique(np.floor(log_a / bin_width), return_inverse=True)
-                # representative: the middle of the values actually in the bin (error <= bin_width / 2)
-                low = np.full(inverse.max() + 1, np.inf)
-                high = np.full(inverse.max() + 1, -np.inf)
-                np.minimum.at(low, inverse, log_a)
-                np.maximum.at(high, inverse, log_a)
-                values = 0.5 * (low + high)
-            mass = np.bincount(inverse, factor, minlength=len(values))
-            total = float(mass.sum())
-            self.class_log_total[class_id] = math.log(total)
-            with np.errstate(divide="ignore"):
-                self.class_groups[class_id] = (values, np.log(mass) - math.log(total))
-        self.dirty_classes.clear()
-        classes = np.array(sorted(self.class_groups), dtype=np.int64)
-        parts = [self.class_groups[c] for c in classes.tolist()]
-        sizes = np.array([len(p[0]) for p in parts], dtype=np.int64)
-        starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
-        log_a = np.concatenate([p[0] for p in parts]) if parts else _EMPTY_FLOATS
-        log_mass = np.concatenate([p[1] for p in parts]) if parts else _EMPTY_FLOATS
-        self.groups = _Groups(classes, starts, sizes, log_mass, log_a)
-        return self.groups
-
-    # ------------------------------------------------------------ restore
-    def rebuild(self, state: CountState, lengths: dict[str, float] | None, weighted: bool) -> None:
-        """Recreate every node from the state's live documents (after a restore or copy).
-
-        ``|c_i|_1`` comes from ``lengths`` (the model's extra state) or, for
-        models that learn raw counts, from the record's raw counts.
-        """
-        self.__init__(self.kernel, self.kbeta, self.kmu, self.kdelta_setting)
-        if self.kdelta_setting == "kn":
-            self.kdelta = state.kneser_ney_delta()
-        self.origin = state.clock.origin
-        batch_terms, batch_nodes, batch_counts = [], [], []
-        for doc_id, record in sorted(state.docs.items(), key=lambda item: item[1].seq):
-            if lengths is not None and doc_id in lengths:
-                length = float(lengths[doc_id])
-            elif not weighted:
-                length = float(record.raw.sum())
-            else:
-                raise MissingLengthsError(f"TDM restore: the length |c|_1 of TF-IDF weighted document {doc_id!r} "
-                                          "is missing (restore the model's extra_state())")
-            self._add_nodes(state, doc_id, record, record.weights * length, length, batch_terms, batch_nodes,
-                            batch_counts)
-        self._flush_postings(batch_terms, batch_nodes, batch_counts)
-
-
-class DocumentNodeState(CountState):
-    """A :class:`CountState` that keeps a TDM's document nodes in step with its documents.
-
-    Every way a document enters (learning, one or a batch) or leaves
-    (unlearning, forgetting, the memory bound, decay underflow) passes through
-    these two methods.
-    """
-
-    nodes: DocumentNodes
-
-    def add_document(self, doc_id, class_keys, term_keys, raw_counts, ts, weigh):
-        return self.add_documents([(doc_id, class_keys, term_keys, raw_counts, ts)], weigh)[0]
-
-    def add_documents(self, items, weigh):
-        records = super().add_documents(items, weigh)
-        self.nodes.add(self, [(item[0], record) for item, record in zip(items, records)])
-        return records
-
-    def remove_document(self, doc_id):
-        record = super().remove_document(doc_id)
-        if record is not None:
-            self.nodes.remove(self, doc_id)
-        return record
-
-
-class TDM(MNB):
+class TDM(GenerativeTextModel):
     """Tied Document Mixture over a stream: exact sparse inference, decay, unlearning, expiry.
 
-    Same API as :class:`model.mnb.MNB`; the spec carries kernel affixes
+    Same API as :class:`model.mnb.MNB` (a sibling: both score with a
+    :class:`model.label_model.LabelModel`); the spec carries kernel affixes
     (``kjm``, ``kdp``, ``kpd``) besides MNB's label-level ones.
 
     Parameters
@@ -590,7 +127,6 @@ class TDM(MNB):
     """
 
     family = "tdm"
-    state_class = DocumentNodeState
 
     def __init__(self, spec: str = "tdm_uc_jm_dp_kpd_kdp", *, kernel_sum: str = "exact",
                  kernel_bin_width: float = 0.05, prune_below: float | None = None,
@@ -611,40 +147,24 @@ class TDM(MNB):
         super().__init__(spec, prune_below=prune_below, half_life=half_life, **kwargs)
 
     # ------------------------------------------------------------ state and caches
-    def _init_caches(self) -> None:
-        """(Re)build the caches: MNB's label postings and the document nodes from the state's documents."""
-        super()._init_caches()
+    def rebuild_caches(self) -> None:
+        """(Re)build the caches: the label model and the document nodes (from the state's documents)."""
+        super().rebuild_caches()
+        self.labels = LabelModel(self.spec, self.params)
         state = self.state
-        if not isinstance(state, DocumentNodeState):
-            # a plain CountState handed over by code that knows nothing of TDM: it gains the
-            # node hooks (the subclass adds behaviour only, no fields)
-            state.__class__ = DocumentNodeState
-        kernel = self.spec.kernel
-        state.nodes = DocumentNodes(kernel, self.params.get("kbeta", 0.0) if "kjm" in kernel else 0.0,
-                                    self.params.get("kmu", 0.0) if "kdp" in kernel else 0.0,
-                                    self.params.get("kdelta", 0.5) if "kpd" in kernel else 0.5)
+        self.nodes = DocumentNodes(kernel_smoothing(self.spec, self.params), state)
+        state.observer = self.nodes  # every document that enters or leaves the state passes the nodes
         if state.docs:
             try:
-                state.nodes.rebuild(state, self._extra_lengths, self._learns_weighted())
+                self.nodes.rebuild(state, self._extra_lengths, self._learns_with_idf())
             except MissingLengthsError:
-                state.nodes.missing_lengths = True  # a restore in progress: the lengths come next
+                self.nodes.missing_lengths = True  # a restore in progress: the lengths come next
         self._extra_lengths = None
 
-    def _learns_weighted(self) -> bool:
-        kind = self.spec.weighting
-        return kind is not None and not kind.startswith("qidf")
-
-    @property
-    def nodes(self) -> DocumentNodes:
-        return self.state.nodes
-
     def _training_weigher(self):
-        return self.state.nodes.normalizing(super()._training_weigher())
-
-    def _learns_with_idf(self) -> bool:
-        # the weigher always normalizes by the document's own length, which does not depend on
-        # earlier documents: only learn-time TF-IDF does
-        return self._learns_weighted()
+        # learns c / |c|_1; that depends on the document alone, so only learn-time TF-IDF
+        # makes learning depend on earlier documents (base _learns_with_idf)
+        return self.nodes.normalizing(super()._training_weigher())
 
     def config(self) -> dict[str, Any]:
         out = super().config()
@@ -652,65 +172,45 @@ class TDM(MNB):
         out["kernel_bin_width"] = self.kernel_bin_width
         return out
 
-    # ------------------------------------------------------------ persistent state beyond the CountState
-    def extra_state(self) -> dict[str, Any]:
-        """State beyond the CountState and config, JSON-able: the TDM options and ``|c_i|_1``
-        of every live document (``{"document_lengths": {doc_id: float}, ...}``).
+    # ------------------------------------------------------------ state beyond the CountState
+    def extra_state(self) -> ExtraState:
+        """The TDM options and ``|c_i|_1`` of every live document (one value each, in the state's order).
 
         The lengths are needed to restore models that learn TF-IDF weights
-        (``ti``, ``tXi``, ``tiX``, ``tXiX``); others recompute them from raw counts.
+        (``ti``, ``tXi``, ``tiX``, ``tXiX``); others could recompute them from raw counts.
         """
-        return {"kernel_sum": self.kernel_sum, "kernel_bin_width": self.kernel_bin_width,
-                "document_lengths": {d: length for d, (_, _, length) in self.state.nodes.doc_nodes.items()}}
+        lengths = self.nodes.document_lengths()
+        return ExtraState({"kernel_sum": self.kernel_sum, "kernel_bin_width": self.kernel_bin_width},
+                          {LENGTHS: np.array([lengths[d] for d in self.state.docs], dtype=np.float64)})
 
-    def restore_extra_state(self, data: dict[str, Any]) -> None:
-        """Give :meth:`extra_state` back after the CountState was replaced (rebuilds the nodes)."""
-        self.kernel_sum = str(data.get("kernel_sum", self.kernel_sum))
-        self.kernel_bin_width = float(data.get("kernel_bin_width", self.kernel_bin_width))
-        self._extra_lengths = {str(k): float(v) for k, v in dict(data.get("document_lengths", {})).items()}
-        self._init_caches()
-
-    # model.snapshot hooks: the lengths as one array in the snapshot's document order
-    def _snapshot_arrays(self) -> dict[str, np.ndarray]:
-        lengths = self.extra_state()["document_lengths"]
-        return {"tdm_document_lengths": np.array([lengths[d] for d in self.state.docs], dtype=np.float64)}
-
-    def _snapshot_meta(self) -> dict[str, Any]:
-        return {"kernel_sum": self.kernel_sum, "kernel_bin_width": self.kernel_bin_width}
-
-    def _restore_extra(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        lengths = arrays.get("tdm_document_lengths")
+    def restore_extra_state(self, extra: ExtraState) -> None:
+        """Take :meth:`extra_state` back after the CountState was replaced (rebuilds the nodes)."""
+        lengths = extra.per_document.get(LENGTHS)
         if lengths is None or len(lengths) != len(self.state.docs):
             raise ValueError("TDM snapshot: document lengths missing or not one per document")
-        self.restore_extra_state({**meta, "document_lengths": dict(zip(self.state.docs, lengths.tolist()))})
-
-    def _checksum_extra(self) -> bytes:
-        lengths = self.extra_state()["document_lengths"]
-        options = json.dumps([self.kernel_sum, self.kernel_bin_width]).encode()
-        return options + np.array([lengths[d] for d in sorted(lengths)], dtype=np.float64).tobytes()
+        self.kernel_sum = str(extra.meta.get("kernel_sum", self.kernel_sum))
+        self.kernel_bin_width = float(extra.meta.get("kernel_bin_width", self.kernel_bin_width))
+        self._extra_lengths = dict(zip(self.state.docs, np.asarray(lengths, dtype=np.float64).tolist()))
+        self.rebuild_caches()
 
     # ------------------------------------------------------------ document posting weights
     def _build_document_weights(self, terms: np.ndarray) -> None:
         """Recompute ``v_i(n)`` for the postings of ``terms`` (the lazy step; O(their postings))."""
-        nodes_table = self.state.nodes
-        for term in terms.tolist():
-            if nodes_table.post_dead[term]:
-                nodes_table._compact_term(term)
+        state, labels, nodes_table = self.state, self.labels, self.nodes
+        nodes_table.drop_dead_postings(terms)
         fills = nodes_table.post_fill[terms]
-        if not fills.sum():
-            for term in terms.tolist():
-                nodes_table.post_weight[term] = _EMPTY_FLOATS
-            nodes_table.weight_epoch[terms] = self.state.epoch
-            return
         term_list = terms.tolist()
+        if not fills.sum():
+            nodes_table.store_weights(term_list, None, fills, state.epoch)
+            return
         nodes = np.concatenate([nodes_table.post_node[t][: nodes_table.post_fill[t]] for t in term_list])
         counts = np.concatenate([nodes_table.post_count[t][: nodes_table.post_fill[t]] for t in term_list])
         owner = np.repeat(np.arange(len(terms)), fills)
         classes = nodes_table.node_class[nodes].astype(np.int64)
-        derived = self.class_terms()
+        derived = labels.class_terms(state)
         # C(l, n) of the label model, summed afresh from the documents holding n
         contributions = nodes_table.node_factor[nodes] * (counts / nodes_table.node_length[nodes])
-        n_classes = self.state.classes.capacity
+        n_classes = state.classes.capacity
         keys = owner * n_classes + classes
         if len(terms) * n_classes <= _CHUNK_CELLS:
             label_counts = np.bincount(keys, contributions, minlength=len(terms) * n_classes)[keys]
@@ -718,29 +218,35 @@ class TDM(MNB):
             distinct, inverse = np.unique(keys, return_inverse=True)
             label_counts = np.bincount(inverse, contributions, minlength=len(distinct))[inverse]
         label_counts *= derived.scale
-        label_discounts = smoothing.entry_discount(label_counts, self.spec, self.params.get("beta", 0.0), derived.delta)
-        background = self.background(terms)[owner]
+        label_discounts = labels.smoothing.discount(label_counts, derived.values)
+        background = labels.background(state, terms)[owner]
         # p_l(n) = a_l * (p_b(n) + (C(l,n) - D(l,n)) / (mu + D(l)))
         label_prob = np.exp(derived.log_a[classes]) * (background + (label_counts - label_discounts) / derived.denominator[classes])
-        kernel_kept = counts - kernel_discount(counts, nodes_table.kernel, nodes_table.kbeta, nodes_table.kdelta)
-        weights = np.log1p(kernel_kept / ((nodes_table.kmu + nodes_table.node_discount[nodes]) * label_prob))
+        kernel_kept = counts - nodes_table.smoothing.discount(counts, nodes_table.values)
+        weights = np.log1p(kernel_kept / ((nodes_table.smoothing.mu + nodes_table.node_discount[nodes]) * label_prob))
         np.maximum(weights, 0.0, out=weights)  # a fully discounted posting adds nothing
-        bounds = np.cumsum(fills)[:-1]
-        for term, part in zip(term_list, np.split(weights, bounds)):
-            nodes_table.post_weight[term] = part
-        nodes_table.weight_epoch[terms] = self.state.epoch
-        nodes_table.weights_recomputed += len(terms)
+        nodes_table.store_weights(term_list, weights, fills, state.epoch)
 
     # ------------------------------------------------------------ the kernel
+    def _log_posteriors(self, batch: PreparedBatch, active: np.ndarray) -> np.ndarray:
+        scores = self._joint_log_scores(batch)
+        if len(active) != scores.shape[1]:
+            scores = scores[:, active]
+        peak = scores.max(axis=1, keepdims=True)
+        scores -= peak
+        scores -= np.log(np.exp(scores).sum(axis=1, keepdims=True))
+        return scores
+
     def _joint_log_scores(self, batch: PreparedBatch) -> np.ndarray:
-        scores = super()._joint_log_scores(batch)  # theta log p(l) + sum_n w_n log p_l(n)
+        """Unnormalized ``log p(w, l)`` of every class id (``-inf`` for unused ids): label score plus mixture."""
+        scores = self.labels.joint_log_scores(self.state, batch)  # theta log p(l) + sum_n w_n log p_l(n)
         scores += self._log_mixture(batch, scores.shape[1])
         return scores
 
     def _log_mixture(self, batch: PreparedBatch, n_classes: int) -> np.ndarray:
         """``log sum_{i in I_l} pi_i prod_n (p_li(n) / p_l(n)) ** w_n`` per document and class (-inf: no nodes)."""
         state = self.state
-        nodes_table = state.nodes
+        nodes_table = self.nodes
         nodes_table.sync(state)
         n_docs = batch.n_docs
         out = np.full((n_docs, n_classes), -np.inf)
@@ -775,7 +281,7 @@ class TDM(MNB):
     def _add_matched(self, out: np.ndarray, first_row: int, terms: np.ndarray, weights: np.ndarray,
                      owner: np.ndarray, lengths: np.ndarray, n_nodes: int, n_classes: int) -> None:
         """Add the matched documents' terms to ``out`` for a chunk of scored documents."""
-        nodes_table = self.state.nodes
+        nodes_table = self.nodes
         post_node, post_weight, post_fill = nodes_table.post_node, nodes_table.post_weight, nodes_table.post_fill
         rows = owner - first_row
         n_rows = int(rows[-1]) + 1
@@ -814,9 +320,13 @@ class TDM(MNB):
         row_index += first_row
         out[row_index, class_index] = np.logaddexp(out[row_index, class_index], peak[touched] + np.log(sums[touched]))
 
+    def _scoring_cache_arrays(self) -> list[np.ndarray]:
+        return self.labels.cache_arrays()
+
     def stats(self) -> dict[str, Any]:
         out = super().stats()
-        nodes_table = self.state.nodes
+        out.update(self.labels.stats(self.state))
+        nodes_table = self.nodes
         out["document_nodes"] = nodes_table.live_nodes
         out["document_postings"] = nodes_table.live_postings
         out["document_weights_recomputed"] = nodes_table.weights_recomputed

@@ -13,7 +13,7 @@ from typing import Mapping, Union
 
 import numpy as np
 
-from .kernels import COUNTS_INVALID, COUNTS_POSITIVE, count_status
+from .loops.validation import COUNTS_INVALID, COUNTS_POSITIVE, count_status
 
 Document = Union[str, Mapping[str, float]]
 
@@ -23,9 +23,10 @@ Document = Union[str, Mapping[str, float]]
 _SEPARATORS = {ord(c): " " for c in string.punctuation + "“”„‘‚«»‹›—–…·•¡¿\u00a0"}
 _SEPARATORS.update({ord("'"): None, ord("’"): None})
 # The same mapping for ASCII text as a byte table: bytes.translate is a table lookup per
-# byte, several times faster than str.translate's per-character dict lookups.
-_ASCII_TABLE = bytes(32 if chr(b) in string.punctuation else b for b in range(256))
-_ASCII_DELETE = b"'"
+# byte, several times faster than str.translate's per-character dict lookups. Public: the
+# compiled tokenizer of model.lexicon classifies bytes by the same table.
+ASCII_SEPARATORS = bytes(32 if chr(b) in string.punctuation else b for b in range(256))
+ASCII_DELETED = b"'"
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class Tokenizer:
         if self.lowercase:
             text = text.lower()
         if text.isascii():  # str.split after decoding: the same whitespace rules as the general path
-            words = text.encode("ascii").translate(_ASCII_TABLE, _ASCII_DELETE).decode("ascii").split()
+            words = text.encode("ascii").translate(ASCII_SEPARATORS, ASCII_DELETED).decode("ascii").split()
         else:
             words = text.translate(_SEPARATORS).split()
         limit = self.max_token_length

@@ -20,6 +20,10 @@ benchmarks. It needs no external data:
 * **bad records** -- at ``malformed_rate``, records that the validator must reject,
   each tagged with the :class:`~stream.records.Reason` it must give.
 
+This module assembles documents and the event stream; the words come from
+``synthetic_words.py`` (word lists, drifting Zipf vocabularies) and the bad
+records from ``synthetic_defects.py``.
+
 Examples
 --------
 >>> stream = SyntheticStream(SyntheticConfig(seed=7, n_docs=300))
@@ -31,16 +35,15 @@ Examples
 True
 >>> bad = [e for e in events if not e.valid]
 >>> [(e.kind, e.expected_reason.value) for e in bad]
-[('score', 'too_large'), ('score', 'wrong_type'), ('score', 'bad_timestamp'), ('train', 'invalid_utf8')]
+[('train', 'too_many_labels'), ('train', 'too_many_labels'), ('train', 'bad_label'), ('train', 'invalid_utf8')]
 """
 from __future__ import annotations
 
 import heapq
 import itertools
 import json
-import math
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Literal
@@ -48,6 +51,8 @@ from typing import Literal
 import numpy as np
 
 from sgm.stream.records import DEFAULT_LIMITS, Limits, Op, Reason, TrainRecord, parse_train
+from sgm.stream.synthetic_defects import Kind, MalformedRecords
+from sgm.stream.synthetic_words import FUNCTION_WORDS, NEWS_TOPICS, SPAM_MARKERS, Lexicon, Vocabulary, lognormal_lengths
 
 __all__ = [
     "Event",
@@ -58,38 +63,6 @@ __all__ = [
     "scoring_ids",
     "valid_training_records",
 ]
-
-#: Label names of the first news topics; later ones are ``topic-NN``.
-NEWS_TOPICS = (
-    "business", "sport", "science", "politics", "health", "technology", "culture", "travel",
-    "weather", "energy", "education", "crime", "food", "music", "space", "law",
-)  # fmt: skip
-
-# The shared vocabulary: English function and common words, most frequent first.
-FUNCTION_WORDS = (
-    "the of and to a in is that for it on was with as be by at this are from or have an not "
-    "but they his which one you were all her she there would their we him been has when who will "
-    "more no if out so said what up its about into than them can only other new some could time "
-    "these two may then do first any my now such like our over man me even most made after also "
-    "did many before must through back years where much your way well down should because each "
-    "just those people how too little state good very make world still own see men work long get "
-    "here between both life being under never day same another know while last might us great old "
-    "year off come since against go came right used take three"
-).split()
-
-SPAM_MARKERS = (
-    "free win winner cash prize $1000 $$$ 100% urgent now act limited offer click guaranteed credit "
-    "loan v1agra c1alis !!! unsubscribe call txt claim bonus discount cheap deal risk-free expires "
-    "today congratulations selected exclusive $500 £250 *** WIN! FREE! URGENT! 0800-555-0199 "
-    "winner!!"
-).split()
-
-_ONSETS = "b c d f g h j k l m n p r s t v w z br cr dr fr gr pr tr st sp ch sh th bl pl".split()
-_VOWELS = "a e i o u a e i o ai ea io ou".split()
-_CODAS = ["", "", "", "n", "r", "s", "l", "m", "t", "k"]
-_TLDS = ("com", "net", "biz", "info", "ru", "cn", "xyz")
-
-Kind = Literal["train", "score"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,111 +271,7 @@ class Event:
         return self.expected_reason is None
 
 
-# ---------------------------------------------------------------- word generation
-
-
-class _Lexicon:
-    """All words of one stream: global word ids, unique pseudo-words, one rng per pool."""
-
-    def __init__(self, seed: int) -> None:
-        self.seed = seed
-        self.words: list[str] = []
-        self._ids: dict[str, int] = {}
-        self._array: np.ndarray | None = None
-
-    def add(self, word: str) -> int | None:
-        if word in self._ids:
-            return None
-        self._ids[word] = len(self.words)
-        self.words.append(word)
-        self._array = None
-        return self._ids[word]
-
-    def lookup(self) -> np.ndarray:
-        if self._array is None or len(self._array) != len(self.words):
-            self._array = np.array(self.words, dtype=object)
-        return self._array
-
-    def pseudo_word(self, rng: np.random.Generator) -> str:
-        syllables = 2 + int(rng.integers(0, 2)) + (rng.random() < 0.15)
-        parts = [_ONSETS[rng.integers(len(_ONSETS))] + _VOWELS[rng.integers(len(_VOWELS))] for _ in range(syllables)]
-        return "".join(parts) + _CODAS[rng.integers(len(_CODAS))]
-
-    def url(self, rng: np.random.Generator) -> str:
-        host = self.pseudo_word(rng)
-        path = "".join("0123456789abcdef"[i] for i in rng.integers(0, 16, size=6))
-        return f"http://{host}.{_TLDS[rng.integers(len(_TLDS))]}/{path}"
-
-    def odd_token(self, rng: np.random.Generator) -> str:
-        alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ0123456789"
-        return "".join(alphabet[i] for i in rng.integers(0, len(alphabet), size=int(rng.integers(4, 8))))
-
-
-class _Vocabulary:
-    """Zipf-weighted words: a window of ``size`` words slides over an endless pool.
-
-    Every pool word has a fixed random popularity; the words inside the window are
-    ranked by it, so when the window slides one word leaves, one enters at its own
-    rank, and the rest move by at most one rank: gradual drift.
-    """
-
-    def __init__(self, lexicon: _Lexicon, pool_key: int, size: int, zipf_s: float, zipf_q: float = 0.0,
-                 make_word: str = "pseudo", fixed: Sequence[str] = ()) -> None:  # fmt: skip
-        self.lexicon = lexicon
-        self.size = size
-        self.zipf_s = zipf_s
-        self.zipf_q = zipf_q
-        self.make_word = make_word
-        self.rng = np.random.default_rng([lexicon.seed, 1000 + pool_key])
-        self.pool: list[int] = []
-        self.popularity: list[float] = []
-        for word in fixed:  # fixed words (function words, markers) never drift out: the pool is not extended
-            word_id = lexicon.add(word)
-            self.pool.append(word_id if word_id is not None else lexicon._ids[word])
-            self.popularity.append(-len(self.pool))  # keep the given order as rank
-        self.grows = not fixed
-        self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
-
-    def _extend(self, n: int) -> None:
-        while len(self.pool) < n:
-            if self.make_word == "url":
-                word = self.lexicon.url(self.rng)
-            elif self.make_word == "odd":
-                word = self.lexicon.odd_token(self.rng) if self.rng.random() < 0.5 else self.lexicon.url(self.rng)
-            else:
-                word = self.lexicon.pseudo_word(self.rng)
-            word_id = self.lexicon.add(word)
-            if word_id is not None:
-                self.pool.append(word_id)
-                self.popularity.append(float(self.rng.random()))
-
-    def window(self, offset: int) -> tuple[np.ndarray, np.ndarray]:
-        """Word ids by rank and the cumulative Zipf distribution over them at ``offset``."""
-        if not self.grows:
-            offset = 0
-        if self._cache is not None and self._cache[0] == offset:
-            return self._cache[1], self._cache[2]
-        self._extend(offset + self.size)
-        ids = np.array(self.pool[offset : offset + self.size])
-        order = np.argsort(-np.array(self.popularity[offset : offset + self.size]), kind="stable")
-        weights = 1.0 / (np.arange(1, len(ids) + 1) + self.zipf_q) ** self.zipf_s
-        cdf = np.cumsum(weights)
-        cdf /= cdf[-1]
-        self._cache = (offset, ids[order], cdf)
-        return ids[order], cdf
-
-    def sample(self, offset: int, u: np.ndarray) -> np.ndarray:
-        ids, cdf = self.window(offset)
-        return ids[np.minimum(np.searchsorted(cdf, u, side="right"), len(ids) - 1)]
-
-
 # ------------------------------------------------------------------ the generator
-
-
-def _lognormal_lengths(rng: np.random.Generator, mean: float, n: int) -> np.ndarray:
-    sigma = 0.6
-    mu = math.log(mean) - sigma * sigma / 2
-    return np.clip(np.rint(rng.lognormal(mu, sigma, n)), 1, 20 * mean).astype(np.int64)
 
 
 class SyntheticStream:
@@ -455,15 +324,15 @@ class SyntheticStream:
         """The labelled documents, in event-time order."""
         c = self.config
         rng = np.random.default_rng([c.seed, 1])
-        lexicon = _Lexicon(c.seed)
-        common = _Vocabulary(lexicon, 0, len(FUNCTION_WORDS), 1.0, fixed=FUNCTION_WORDS)
+        lexicon = Lexicon(c.seed)
+        common = Vocabulary(lexicon, 0, len(FUNCTION_WORDS), 1.0, fixed=FUNCTION_WORDS)
         n_all_topics = c.n_topics + (c.max_new_labels if c.new_label_every else 0)
-        general = _Vocabulary(lexicon, 5, c.general_vocab, 1.0)
-        topics = [_Vocabulary(lexicon, 10 + k, c.topic_vocab, c.zipf_s, c.zipf_q) for k in range(n_all_topics)]
-        ham = _Vocabulary(lexicon, 1, 2 * c.topic_vocab, c.zipf_s, c.zipf_q)
-        spam = _Vocabulary(lexicon, 2, c.topic_vocab, c.zipf_s, c.zipf_q)
-        markers = _Vocabulary(lexicon, 3, len(SPAM_MARKERS), 0.8, fixed=SPAM_MARKERS)
-        links = _Vocabulary(lexicon, 4, 200, 0.6, make_word="odd")
+        general = Vocabulary(lexicon, 5, c.general_vocab, 1.0)
+        topics = [Vocabulary(lexicon, 10 + k, c.topic_vocab, c.zipf_s, c.zipf_q) for k in range(n_all_topics)]
+        ham = Vocabulary(lexicon, 1, 2 * c.topic_vocab, c.zipf_s, c.zipf_q)
+        spam = Vocabulary(lexicon, 2, c.topic_vocab, c.zipf_s, c.zipf_q)
+        markers = Vocabulary(lexicon, 3, len(SPAM_MARKERS), 0.8, fixed=SPAM_MARKERS)
+        links = Vocabulary(lexicon, 4, 200, 0.6, make_word="odd")
         # vocabulary slots: 0 function words, 1 ham, 2 spam, 3 markers, 4 links, 5 general, 10+k topic k
         slots = {0: common, 1: ham, 2: spam, 3: markers, 4: links, 5: general}
         slots |= {10 + k: v for k, v in enumerate(topics)}
@@ -494,7 +363,7 @@ class SyntheticStream:
             noise_topic = (first + rng.integers(1, n_active, size=n)) % n_active
             is_spam = ~is_news & (rng.random(n) < c.spam_rate)
             lengths = np.where(
-                is_news, _lognormal_lengths(rng, c.news_length, n), _lognormal_lengths(rng, c.message_length, n)
+                is_news, lognormal_lengths(rng, c.news_length, n), lognormal_lengths(rng, c.message_length, n)
             )
             lengths[rng.random(n) < c.empty_rate] = 0
             as_terms = rng.random(n) < c.terms_rate
@@ -584,7 +453,7 @@ class SyntheticStream:
         ts_writer = _TimestampWriter(c.ts_format, rng)
         active_topics = c.n_topics
         births = dict(self.new_labels())
-        malformed = _MalformedFactory(c, rng)
+        malformed = MalformedRecords(c.limits, c.malformed_reasons, rng)
         now = c.start_ts
 
         def emit(event_kind: Kind, doc: SyntheticDoc, op: Op | None, labels: tuple[str, ...] = (),
@@ -606,7 +475,9 @@ class SyntheticStream:
             truth = () if op is Op.FORGET else doc.labels
             yield Event(next(seq), event_kind, value, doc.id.encode(), doc.id, op, truth, None, ts)
             if c.malformed_rate and rng.random() < c.malformed_rate:
-                yield malformed.make(next(seq), f"{c.id_prefix}-bad-{next(bad_ids):07d}", obj, now)
+                bad_id = f"{c.id_prefix}-bad-{next(bad_ids):07d}"
+                bad_kind, bad_value, reason = malformed.make(bad_id, obj, now)
+                yield Event(next(seq), bad_kind, bad_value, bad_id.encode(), bad_id, None, (), reason, None)
 
         def wrong_labels(doc: SyntheticDoc) -> tuple[str, ...]:
             if doc.profile == "spam":
@@ -678,89 +549,6 @@ class _TimestampWriter:
             return moment.replace(tzinfo=None).isoformat()
         hours = int(self.rng.integers(-11, 13))
         return moment.astimezone(timezone(timedelta(hours=hours))).isoformat()
-
-
-# ------------------------------------------------------------- malformed records
-
-_BIG_REASONS = {Reason.TOO_LARGE, Reason.TOO_MANY_TERMS}
-
-
-class _MalformedFactory:
-    """Builds one record with a single defect, for a given reason, from a valid one."""
-
-    def __init__(self, config: SyntheticConfig, rng: np.random.Generator) -> None:
-        self.limits = config.limits
-        self.rng = rng
-        self.reasons = list(config.malformed_reasons)
-        weights = np.array([0.2 if r in _BIG_REASONS else 1.0 for r in self.reasons])
-        self.p = weights / weights.sum() if len(weights) else weights
-
-    def pick(self, options: Sequence):
-        return options[int(self.rng.integers(len(options)))]
-
-    def make(self, seq: int, bad_id: str, source: dict, now: float) -> Event:
-        reason = self.reasons[int(self.rng.choice(len(self.reasons), p=self.p))]
-        text = " ".join((source.get("text") or " ".join(source.get("terms", ()))).split()[:12]) or "hello world"
-        labels = source.get("labels") or ["business"]
-        train_only = {Reason.UNKNOWN_OP, Reason.TOO_MANY_LABELS, Reason.BAD_LABEL}
-        kind: Kind = "train" if reason in train_only or self.rng.random() < 0.5 else "score"
-        base = {"id": bad_id, "text": text, "ts": now} | ({"labels": labels} if kind == "train" else {})
-        value = self._value(reason, kind, base)
-        if len(value) > self.limits.max_record_bytes:  # only with unusual limits: size is checked first
-            reason = Reason.TOO_LARGE
-        return Event(seq, kind, value, bad_id.encode(), bad_id, None, (), reason, None)
-
-    def _value(self, reason: Reason, kind: Kind, base: dict) -> bytes:
-        lim = self.limits
-        dumps = lambda obj: json.dumps(obj).encode()  # noqa: E731
-        if reason is Reason.INVALID_UTF8:
-            head, tail = dumps(base).split(b'"text": "', 1)
-            return head + b'"text": "' + self.pick([b"\xff\xfe", b"\xc3\x28", b"\xed\xa0\x80", b"\xe2\x82"]) + tail
-        if reason is Reason.INVALID_JSON:
-            full = dumps(base)
-            return self.pick([
-                full[: len(full) // 2],
-                full[:-1] + b",}",
-                full.replace(b'"', b"'"),
-                full[:-1] + b', "x": NaN}',
-                full + b"\n" + full,
-            ])  # fmt: skip
-        if reason is Reason.NOT_AN_OBJECT:
-            return dumps(self.pick([list(base.values()), base["text"], 42, None]))
-        if reason is Reason.MISSING_FIELD:
-            choice = self.pick(["id", "content"] + (["labels", "empty_labels"] if kind == "train" else []))
-            if choice == "id":
-                return dumps({k: v for k, v in base.items() if k != "id"})
-            if choice == "content":
-                return dumps({k: v for k, v in base.items() if k != "text"})
-            return dumps(base | {"labels": None if choice == "labels" else []})
-        if reason is Reason.WRONG_TYPE:
-            options = [{"id": 12345}, {"text": ["not", "a", "string"]}, {"ts": True}, {"text": None, "terms": "a b"}]
-            if kind == "train":
-                options += [{"labels": base["labels"][0]}, {"labels": [1, 2]}, {"op": 1}]
-            return dumps(base | self.pick(options))
-        if reason is Reason.CONFLICTING_FIELDS:
-            return dumps(base | {"terms": dict(Counter(base["text"].split()))})
-        if reason is Reason.UNKNOWN_OP:
-            return dumps(base | {"op": self.pick(["relearn", "delete", "LEARN", "update", ""])})
-        if reason is Reason.BAD_TIMESTAMP:
-            now = base["ts"]
-            return dumps(base | {"ts": self.pick(["yesterday", -5, now * 1000, "2024-13-45", "20240101", 1e300])})
-        if reason is Reason.TOO_LARGE:
-            return dumps(base | {"text": "a" * (lim.max_text_chars + 1)})
-        if reason is Reason.TOO_MANY_TERMS:
-            return dumps(base | {"text": None, "terms": {f"t{i}": 1 for i in range(lim.max_terms + 1)}})
-        if reason is Reason.TOO_MANY_LABELS:
-            return dumps(base | {"labels": [f"label-{i}" for i in range(lim.max_labels + 1)]})
-        if reason is Reason.BAD_LABEL:
-            return dumps(base | {"labels": [self.pick(["", "   ", "two\nlines", "x" * (lim.max_label_chars + 1)])]})
-        if reason is Reason.BAD_TERM:
-            return dumps(base | {"text": None, "terms": {"ok": 1, self.pick(["", "tab\there"]): 1}})
-        if reason is Reason.BAD_COUNT:
-            return dumps(base | {"text": None, "terms": {"ok": 1, "bad": self.pick([0, -1, lim.max_term_count * 10])}})
-        if reason is Reason.BAD_ID:
-            return dumps(base | {"id": self.pick(["", "line\nbreak", "x" * (lim.max_id_chars + 1)])})
-        raise ValueError(f"no malformed record for {reason}")
 
 
 # ------------------------------------------------------------------------ helpers

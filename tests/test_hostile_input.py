@@ -380,7 +380,7 @@ def test_the_fixed_hostile_corpus_through_a_real_broker(kafka_broker, unique_nam
                          client="confluent", max_poll_records=50, poll_timeout=0.05)
     corpus = fixed_corpus(2)
     # The feeder may write records over 1 MB; the service keeps librdkafka's default message.max.bytes
-    # (1,000,000), so its dead letters of huge records must be cut to fit (consumers.service.fit_dead_letter).
+    # (1,000,000), so its dead letters of huge records must be cut to fit (consumers/service/dead_letters.py: fit_dead_letter).
     feeder = open_client("confluent", kafka_broker.config(extra={"message.max.bytes": 4 << 20}))
     client = open_client("confluent", kafka_broker.config())
     running = start_service(cfg, client)
@@ -426,11 +426,14 @@ def _fuzz_main() -> None:  # pragma: no cover - runs in a subprocess under ather
 
     import atheris
 
-    import sgm.consumers.service
+    import sgm.consumers.service.dead_letters
+    import sgm.consumers.service.scoring
+    import sgm.consumers.service.training
     import sgm.stream.records
 
     logging.disable(logging.WARNING)  # one warning per rejected record otherwise
-    for module in (sgm.stream.records, sgm.consumers.service):  # coverage feedback from the parsers and the loop
+    for module in (sgm.stream.records, sgm.consumers.service.training, sgm.consumers.service.scoring,
+                   sgm.consumers.service.dead_letters):  # coverage feedback from the parsers and the loop
         for value in list(vars(module).values()):
             if callable(value) and getattr(value, "__module__", None) == module.__name__:
                 if isinstance(value, type):

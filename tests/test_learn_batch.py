@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from sgm.model import MNB
 from sgm.model.decay import DecayClock
-from sgm.model.state import Interner
+from sgm.model.interner import Interner
 
 
 def _docs(n: int, offset: int = 0) -> list[dict[str, int]]:

@@ -67,7 +67,7 @@ def test_compiled_lexicon_matches_counting_then_lookup(texts, ngrams, max_len, l
     """TermLexicon (compiled for ASCII text, Python otherwise) equals Counter(tokens) restricted to the
     vocabulary, also after terms are removed and ids reused."""
     from sgm.model.lexicon import TermLexicon
-    from sgm.model.state import Interner
+    from sgm.model.interner import Interner
 
     tokenizer = Tokenizer(ngrams=ngrams, max_token_length=max_len, lowercase=lowercase)
     longer = Tokenizer(ngrams=ngrams, lowercase=lowercase)  # its words may be too long for `tokenizer`
@@ -94,7 +94,7 @@ def test_compiled_lexicon_matches_counting_then_lookup(texts, ngrams, max_len, l
 def test_compiled_lexicon_grows_with_the_vocabulary():
     """Built on a tiny vocabulary, then thousands of terms arrive (and go) between lookups."""
     from sgm.model.lexicon import TermLexicon
-    from sgm.model.state import Interner
+    from sgm.model.interner import Interner
 
     vocabulary = Interner()
     vocabulary.add("w0")
@@ -115,7 +115,7 @@ def test_compiled_lexicon_grows_with_the_vocabulary():
 def test_compiled_lexicon_confirms_hash_matches_by_bytes():
     """A 64-bit hash collision must not make another term match: forced here by rewriting the table."""
     from sgm.model.lexicon import TermLexicon, _hash_bytes
-    from sgm.model.state import Interner
+    from sgm.model.interner import Interner
 
     vocabulary = Interner()
     vocabulary.add("a_b")
@@ -145,7 +145,7 @@ def test_scoring_text_equals_scoring_its_counts(texts):
 def test_compiled_lexicon_rebuilds_after_a_long_unread_change_log():
     """A follower that does not look for a long time: the interner drops its log, the lexicon rebuilds."""
     from sgm.model.lexicon import TermLexicon
-    from sgm.model.state import Interner
+    from sgm.model.interner import Interner
 
     vocabulary = Interner()
     vocabulary.add("keep")

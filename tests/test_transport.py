@@ -511,11 +511,11 @@ def test_config_validation_and_environment() -> None:
 
 def test_kafka_python_drops_extras_of_other_roles_and_unknown_kind() -> None:
     client = open_client("kafka-python", KafkaConfig(bootstrap_servers="127.0.0.1:1", extra={"max_poll_records": 7}))
-    from sgm.stream.kafka import KAFKA_PYTHON_PRODUCER_DEFAULTS, _kafka_python_role_config
+    from sgm.stream.kafka import KAFKA_PYTHON_PRODUCER_DEFAULTS, kafka_python_role_options
     from kafka import KafkaConsumer, KafkaProducer
 
-    assert _kafka_python_role_config(KafkaProducer.DEFAULT_CONFIG, client.config.extra) == {}
-    assert _kafka_python_role_config(KafkaConsumer.DEFAULT_CONFIG, client.config.extra) == {"max_poll_records": 7}
+    assert kafka_python_role_options(KafkaProducer.DEFAULT_CONFIG, client.config.extra) == {}
+    assert kafka_python_role_options(KafkaConsumer.DEFAULT_CONFIG, client.config.extra) == {"max_poll_records": 7}
     assert "linger_ms" in KAFKA_PYTHON_PRODUCER_DEFAULTS
     with pytest.raises(ValueError):
         open_client("kafka", KafkaConfig())  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""``sgm chaos``: the fault campaign (see consumers/chaos.py and docs/RELIABILITY.md).
+"""``sgm chaos``: the fault campaign (see consumers/chaos/ and docs/RELIABILITY.md).
 
 Runs trainer and classifier processes (``sgm serve``) against a private
 embedded broker, feeds them a generated stream of at least ``--records``

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
               f"its label arrives", flush=True)
 
         producer = client.producer()
-        reader = client.consumer(None, **service._consumer_overrides())
+        reader = client.consumer(None, **service.connections.consumer_options())
         out_tps = [TopicPartition(cfg.output_topic, p) for p in reader.partitions_for(cfg.output_topic)]
         dlq_tps = [TopicPartition(cfg.dlq_topic, p) for p in reader.partitions_for(cfg.dlq_topic)]
         reader.assign(out_tps + dlq_tps)

@@ -1,4 +1,4 @@
-"""``sgm serve``: the trainer and/or classifier consumers (see consumers/service.py)."""
+"""``sgm serve``: the trainer and/or classifier consumers (see consumers/service/)."""
 from __future__ import annotations
 
 import argparse

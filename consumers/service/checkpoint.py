@@ -1,0 +1,238 @@
+"""Where a service stands and when that is saved: snapshots of the training side, commits of the scoring side.
+
+Training (exactly once): the model and the training offsets it includes move
+together (:class:`ModelState`) and are saved together in one snapshot file,
+on a schedule (every ``snapshot_every_records`` records or
+``snapshot_every_seconds`` seconds) and at graceful shutdown, never while a
+batch is half applied. :func:`restore` reads them back at start.
+
+Scoring (at least once): the offsets of a batch are committed to the group
+only after its outputs were acknowledged; a commit that fails for a Kafka
+error is kept and merged into the next; a batch whose outputs failed is
+rewound and scored again. docs/PROTOCOL.md has the whole protocol.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from sgm.model import GenerativeTextModel, build_model, model_config
+from sgm.model.persistence import SnapshotError, loads as load_snapshot
+from sgm.stream.kafka import CommitFailedError, KafkaTransportError, Record, TopicPartition
+from sgm.stream.snapshot_store import SnapshotStore
+from sgm.stream.records import model_version
+
+from ..config import ServiceConfig
+from ..prometheus import ServiceMetrics
+from .connections import Connections
+from .housekeeping import freeze_long_lived_heap, release_free_memory
+from .retry import KafkaErrors
+
+log = logging.getLogger("sgm.service")
+
+
+class ConfigMismatch(RuntimeError):
+    """The snapshot on disk was made with another model configuration or topic."""
+
+
+@dataclass
+class ModelState:
+    """The model and, per training partition, the next offset it has not applied: they only move together.
+
+    Examples
+    --------
+    >>> from sgm.model import MNB
+    >>> state = ModelState(MNB("u_jm"), {0: 2})
+    >>> state.model.learn_one("cheap pills", ["spam"], id="m1")
+    True
+    >>> state.info()
+    {'kind': 'mnb', 'spec': 'mnb_u_jm', 'documents': 1, 'version': 2, 'train_offsets': {'0': 2}}
+    """
+
+    model: GenerativeTextModel | None = None
+    train_offsets: dict[int, int] = field(default_factory=dict)
+
+    def info(self) -> dict[str, Any]:
+        """Which model scored (written into every output): the training offsets it had applied, its
+        version (the position in the training log, :func:`sgm.stream.records.model_version`) and size."""
+        model = self.model
+        return {"kind": model.family, "spec": model.spec.name, "documents": len(model),
+                "version": model_version(self.train_offsets),
+                "train_offsets": {str(p): o for p, o in sorted(self.train_offsets.items())}}
+
+
+def restore(config: ServiceConfig, store: SnapshotStore, metrics: ServiceMetrics) -> ModelState:
+    """The newest snapshot's model and offsets, or an empty model at offsets 0 when there is none.
+
+    A corrupt or oversized snapshot raises :class:`SnapshotError`, one made
+    with another model configuration or training topic :class:`ConfigMismatch`:
+    the process stops instead of silently starting from older state.
+    """
+    wanted = build_model(config.model_config())
+    store.remove_leftovers()
+    found = store.latest()
+    if found is None:
+        return ModelState(wanted, {})
+    path, data = found
+    try:
+        model, extra = load_snapshot(data, max_bytes=config.max_snapshot_bytes)
+    except SnapshotError as exc:
+        raise SnapshotError(f"{path}: {exc}; refusing to start (move the file away to start from older state)") from None
+    if extra.get("train_topic") != config.train_topic:
+        raise ConfigMismatch(f"{path} holds training offsets of topic {extra.get('train_topic')!r}, "
+                             f"not {config.train_topic!r}")
+    have, want = model_config(model), model_config(wanted)
+    if have != want:
+        raise ConfigMismatch(f"{path} was made with model configuration {have}, but {want} was requested; "
+                             "use another --state-dir (or delete it) to start a new model")
+    offsets = {int(p): int(o) for p, o in extra.get("train_offsets", {}).items()}
+    metrics.snapshot_restored(extra.get("written_at"))
+    log.info("restored snapshot", extra={"path": str(path), "documents": len(model), "train_offsets": offsets})
+    return ModelState(model, offsets)
+
+
+class Checkpoint:
+    """The snapshot schedule of the training side and the commits of the scoring side.
+
+    Parameters
+    ----------
+    config : ServiceConfig
+    state : ModelState
+        What a snapshot saves.
+    store : SnapshotStore
+    metrics : ServiceMetrics
+    connections : Connections
+        Its scoring consumer commits, seeks back and reports its assignment.
+    errors : KafkaErrors
+    """
+
+    def __init__(self, config: ServiceConfig, state: ModelState, store: SnapshotStore, metrics: ServiceMetrics,
+                 connections: Connections, errors: KafkaErrors) -> None:
+        self.config, self.state, self.store, self.metrics = config, state, store, metrics
+        self.connections, self.errors = connections, errors
+        # training side
+        self.pending = 0  # training records applied since the last snapshot
+        self.last_attempt = time.time()  # the schedule counts from the last snapshot written or failed
+        self.last_written: float | None = None
+        self.half_applied = False  # True while a training batch is half applied: never snapshot then
+        # scoring side
+        self.uncommitted: dict[TopicPartition, int] = {}  # acknowledged offsets a failed commit left behind
+        self.acknowledged: dict[TopicPartition, int] = {}  # end of the last acknowledged batch per partition (lag)
+
+    # ------------------------------------------------------------------ training: snapshots
+    @contextlib.contextmanager
+    def applying(self) -> Iterator[None]:
+        """Around one training batch: until it ends, the model and the offsets may disagree.
+
+        An exception inside leaves :attr:`half_applied` set, so that no
+        snapshot of the half-applied batch is ever written.
+        """
+        self.half_applied = True
+        yield
+        self.half_applied = False
+
+    def applied(self) -> None:
+        """One more training record applied (or rejected) and its offset advanced."""
+        self.pending += 1
+
+    def snapshot_due(self, now: float) -> bool:
+        cfg = self.config
+        return bool(self.pending) and (self.pending >= cfg.snapshot_every_records
+                                       or now - self.last_attempt >= cfg.snapshot_every_seconds)
+
+    def snapshot(self) -> None:
+        """Write the model with its training offsets, atomically; a failed write is retried at the next trigger."""
+        started = time.perf_counter()
+        extra = {"train_topic": self.config.train_topic,
+                 "train_offsets": {str(p): o for p, o in self.state.train_offsets.items()},
+                 "written_at": time.time(), "role": self.config.role}
+        model = self.state.model
+        try:
+            saved = self.store.save(lambda handle: model.write_snapshot(handle, extra))
+        except OSError as exc:  # disk full, permissions: keep serving, retry at the next trigger
+            self.last_attempt = time.time()
+            self.metrics.snapshot_failures.inc()
+            log.error("snapshot failed; will retry", extra={"error": str(exc), "state_dir": self.config.state_dir})
+            return
+        finally:
+            release_free_memory()  # the serialization buffers (about one array at a time) go back to the OS
+        freeze_long_lived_heap()  # what was learned since the last snapshot is long-lived too
+        self.pending = 0
+        self.last_attempt = self.last_written = time.time()
+        self.metrics.snapshot_written(saved.bytes, time.perf_counter() - started, self.last_written)
+        log.info("snapshot written", extra={"path": str(saved.path), "bytes": saved.bytes,
+                                            "train_offsets": self.state.train_offsets})
+
+    def final_snapshot(self) -> None:
+        """At shutdown: save what was applied since the last snapshot, unless a batch was interrupted."""
+        if self.state.model is None or not self.pending:
+            return
+        if self.half_applied:
+            # An exception interrupted a training batch: the model may hold part of it while the offsets
+            # say otherwise. Restart from the last good snapshot instead (nothing is lost: the records are
+            # still in Kafka).
+            log.error("training batch interrupted; not writing a snapshot of a half-applied batch",
+                      extra={"train_offsets": self.state.train_offsets})
+        else:
+            self.snapshot()
+
+    # ------------------------------------------------------------------ scoring: commits
+    def commit_batch(self, offsets: dict[TopicPartition, int]) -> None:
+        """A batch's outputs are acknowledged: commit its next offsets and remember them as positions."""
+        self.commit(offsets)
+        self.acknowledged.update(offsets)
+
+    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        """Commit acknowledged scoring offsets; a commit that fails for a Kafka error is kept and retried."""
+        merged = dict(self.uncommitted)
+        for tp, offset in offsets.items():
+            merged[tp] = max(merged.get(tp, 0), offset)
+        consumer = self.connections.score_consumer
+        assigned = consumer.assignment()
+        # Progress on partitions this member no longer owns is forgotten: committing it would move
+        # the new owner's offset. They are rescored from the last commit (at least once).
+        merged = {tp: o for tp, o in merged.items() if tp in assigned}
+        self.uncommitted = {}
+        if not merged:
+            return
+        self.errors.stage = "score_commit"
+        try:
+            consumer.commit(merged)
+        except CommitFailedError as exc:
+            # A rebalance moved these partitions: their new owner rescores from the last commit.
+            log.warning("commit failed after rebalance; outputs of this batch may be duplicated",
+                        extra={"error": str(exc)})
+        except KafkaTransportError as exc:
+            # The outputs are acknowledged; only the commit is missing. Keep it and retry with the next
+            # batch (or on the next idle poll): the offsets only move forward.
+            self.uncommitted = merged
+            self.errors.report("score_commit", exc)
+
+    def final_commit(self) -> None:
+        """At shutdown: commit what a failed commit left behind (best effort)."""
+        if self.uncommitted and self.connections.score_consumer is not None:
+            try:
+                self.commit({})
+            except Exception as exc:  # noqa: BLE001 - best effort at shutdown
+                log.warning("final commit failed", extra={"error": str(exc)})
+
+    def rewind(self, records: list[Record]) -> None:
+        """Seek back to a batch's first offsets so that it is scored again (its outputs were not acknowledged)."""
+        first: dict[TopicPartition, int] = {}
+        for record in records:
+            first[record.tp] = min(first.get(record.tp, record.offset), record.offset)
+        self.errors.stage = "score_rewind"
+        try:
+            for tp, offset in first.items():
+                try:
+                    self.connections.score_consumer.seek(tp, offset)
+                except ValueError:
+                    pass  # no longer assigned: the new owner starts from the last commit
+        except KafkaTransportError as exc:
+            # Cannot go back by seeking: rejoin the group, which restarts from the last commit.
+            self.errors.report("score_rewind", exc)
+            self.connections.rejoin()
+        time.sleep(0.5)

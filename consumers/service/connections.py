@@ -1,0 +1,151 @@
+"""The service's Kafka handles: one producer, the training consumer and the scoring consumer.
+
+* The training consumer is manually assigned every partition of the training
+  topic, outside any group (every model replica reads the whole log itself),
+  and positioned at the offsets the model holds (docs/PROTOCOL.md).
+* The scoring consumer is in the classifier group, sharing the scoring
+  topic's partitions with the other replicas.
+* The producer writes outputs and dead letters.
+
+Opening, replacing and closing them lives here; when to do it (at start,
+after repeated errors) is the loop's decision (``loop.py``).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+from sgm.stream.kafka import Client, KafkaTransportError, TopicPartition
+
+from ..config import ServiceConfig
+
+log = logging.getLogger("sgm.service")
+
+
+class Connections:
+    """The producer and the two consumers of one service process.
+
+    Parameters
+    ----------
+    client : stream.kafka.Client
+    config : ServiceConfig
+    on_rejoin : callable, optional
+        Called whenever a new scoring consumer joins the group (positions
+        known for the old one are stale from then on).
+
+    Examples
+    --------
+    >>> from sgm.stream.kafka import KafkaConfig, open_client
+    >>> config = ServiceConfig(bootstrap_servers="memory://doc-connections", client="memory", role="trainer",
+    ...                        train_topic="doc-train", metrics_address="")
+    >>> connections = Connections(open_client("memory", KafkaConfig(config.bootstrap_servers)), config)
+    >>> connections.connect({0: 0})
+    >>> sorted(tp.partition for tp in connections.train_consumer.assignment()), connections.score_consumer
+    ([0], None)
+    >>> connections.close()
+    """
+
+    def __init__(self, client: Client, config: ServiceConfig, on_rejoin: Callable[[], None] = lambda: None) -> None:
+        self.client, self.config, self.on_rejoin = client, config, on_rejoin
+        self.producer = None
+        self.train_consumer = None
+        self.score_consumer = None
+
+    def consumer_options(self) -> dict[str, Any]:
+        """Options of every consumer the service opens: how long a fetch waits for data."""
+        return {"fetch_wait_ms": self.config.fetch_wait_ms}
+
+    def connect(self, train_offsets: dict[int, int]) -> None:
+        """Create the topics (if configured), then open the producer and the consumers this role needs."""
+        cfg = self.config
+        if cfg.create_topics:
+            with self.client.admin() as admin:
+                admin.create_topics([
+                    (cfg.train_topic, cfg.train_partitions, cfg.replication_factor),
+                    (cfg.score_topic, cfg.score_partitions, cfg.replication_factor),
+                    (cfg.output_topic, cfg.score_partitions, cfg.replication_factor),
+                    (cfg.dlq_topic, 1, cfg.replication_factor),
+                ])
+        if self.producer is None:
+            self.producer = self.client.producer()
+        self.open_train_consumer(train_offsets)
+        if cfg.classifies:
+            self.open_score_consumer()
+
+    def open_train_consumer(self, train_offsets: dict[int, int]) -> None:
+        """Assign every training partition and seek to the offsets the model holds (exactly once)."""
+        cfg = self.config
+        self.train_consumer = self.client.consumer(None, **self.consumer_options())
+        partitions = self._wait_for_partitions(self.train_consumer, cfg.train_topic)
+        if len(partitions) > 1:
+            log.warning("training topic has several partitions: replicas agree only up to the order of records "
+                        "across partitions", extra={"partitions": len(partitions)})
+        tps = [TopicPartition(cfg.train_topic, p) for p in partitions]
+        self.train_consumer.assign(tps)
+        for tp in tps:
+            self.train_consumer.seek(tp, train_offsets.get(tp.partition, 0))
+
+    def open_score_consumer(self) -> None:
+        """Join the classifier group; reading resumes at the group's committed offsets."""
+        cfg = self.config
+        self.score_consumer = self.client.consumer(cfg.group, auto_offset_reset="earliest", **self.consumer_options())
+        self.score_consumer.subscribe([cfg.score_topic])
+        self.on_rejoin()
+
+    def replace_train_consumer(self, train_offsets: dict[int, int]) -> None:
+        """Close the training consumer and open a new one at the model's offsets: nothing skipped, nothing twice."""
+        old, self.train_consumer = self.train_consumer, None
+        _close_quietly(old)
+        self.open_train_consumer(train_offsets)
+
+    def rejoin(self) -> None:
+        """Leave the group and join again: reading restarts from the last committed offsets."""
+        old, self.score_consumer = self.score_consumer, None
+        _close_quietly(old)
+        self.open_score_consumer()
+
+    def close_consumers(self) -> None:
+        """Drop both consumers (a start that failed half-way opens them again)."""
+        for name in ("score_consumer", "train_consumer"):
+            consumer = getattr(self, name)
+            setattr(self, name, None)
+            if consumer is not None:
+                try:
+                    consumer.close()
+                except Exception as exc:  # noqa: BLE001 - a broken consumer is being replaced
+                    log.warning("error closing consumer", extra={"consumer": name, "error": str(exc)})
+
+    def close(self) -> None:
+        """Close the consumers (leaving the group) and the producer (waiting for its deliveries)."""
+        for closable in (self.score_consumer, self.train_consumer):
+            if closable is not None:
+                try:
+                    closable.close()
+                except KafkaTransportError as exc:
+                    log.warning("error closing consumer", extra={"error": str(exc)})
+        if self.producer is not None:
+            try:
+                self.producer.close()
+            except KafkaTransportError as exc:
+                log.warning("error closing producer", extra={"error": str(exc)})
+
+    @staticmethod
+    def _wait_for_partitions(consumer, topic: str, timeout: float = 30.0) -> list[int]:
+        deadline = time.monotonic() + timeout
+        while True:
+            partitions = consumer.partitions_for(topic)
+            if partitions:
+                return partitions
+            if time.monotonic() > deadline:
+                raise KafkaTransportError(f"topic {topic!r} does not exist (start with --create-topics true)")
+            time.sleep(0.2)
+
+
+def _close_quietly(closable) -> None:
+    if closable is None:
+        return
+    try:
+        closable.close()
+    except Exception as exc:  # noqa: BLE001 - replacing a broken client
+        log.warning("error closing a client being replaced", extra={"error": str(exc)})

@@ -1,0 +1,180 @@
+"""Scoring: parse a polled batch, rank it with the model, write outputs and dead letters, then commit.
+
+One batch, step by step (docs/PROTOCOL.md, "Scoring, step by step"): the
+valid records are ranked in one call (``model.rank_many``); the outputs are
+encoded in one call and produced keyed by id, with the batch's dead letters;
+the producer is flushed; only when every record was acknowledged are the
+batch's offsets committed (:class:`~.checkpoint.Checkpoint`). A batch whose
+delivery failed is rewound and scored again (at least once); its metrics
+are counted only once acknowledged, so a redone batch does not count twice.
+
+A whole message (``raw_b64``) is read by the model's own mail extractor
+(``model.read_message``: the same terms as learning it) and its flags go into
+the output's ``mail`` object and the ``sgm_mail_flags_total`` metric; a
+malformed message is scored from what could be read, never dead-lettered. With
+a spam decision set (``--preset spam``, ``--spam-threshold``, ``--min-spam``,
+``--min-ham``) every output carries a ``decision`` object and its ``labels``
+follow the verdict (docs/SCHEMAS.md).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from sgm.model.mail import Message
+from sgm.stream.kafka import DeliveryError, Record, TopicPartition
+from sgm.stream.records import DEFAULT_LIMITS, DeadLetter, InvalidRecord, Limits, encode_outputs, parse_score
+
+from ..config import ServiceConfig
+from ..logs import record_context, undelivered_ids
+from ..prometheus import ServiceMetrics, observe_values
+from .checkpoint import Checkpoint, ModelState
+from .connections import Connections
+from .dead_letters import DeadLetters
+from .prequential import RecentPredictions
+from .retry import KafkaErrors
+
+log = logging.getLogger("sgm.service")
+
+
+class Scoring:
+    """The service's scoring side: one polled batch in, its outputs acknowledged and committed.
+
+    Parameters
+    ----------
+    config : ServiceConfig
+    state : ModelState
+        The model that scores, and the training offsets that name its version in each output.
+    connections : Connections
+        Its producer (looked up per batch: it can be replaced).
+    checkpoint : Checkpoint
+        Commits an acknowledged batch; rewinds a failed one.
+    dead_letters : DeadLetters
+        Also re-sends training dead letters a failed flush reports.
+    recent : RecentPredictions
+        Remembers each top prediction for prequential accuracy.
+    metrics : ServiceMetrics
+    errors : KafkaErrors
+    limits : Limits
+        The validator's limits.
+    """
+
+    def __init__(self, config: ServiceConfig, state: ModelState, connections: Connections, checkpoint: Checkpoint,
+                 dead_letters: DeadLetters, recent: RecentPredictions, metrics: ServiceMetrics, errors: KafkaErrors,
+                 limits: Limits = DEFAULT_LIMITS) -> None:
+        self.config, self.state, self.connections, self.checkpoint = config, state, connections, checkpoint
+        self.dead_letters, self.recent, self.metrics, self.errors = dead_letters, recent, metrics, errors
+        self.limits = limits
+        self.decision = config.decision()
+
+    def read(self, parsed: list) -> tuple[list, list]:
+        """The documents the model scores and, per record, the ``mail`` object of a whole message (else None)."""
+        model = self.state.model
+        docs, mail = [], []
+        for record in parsed:
+            if record.raw is None:
+                docs.append(record.document)
+                mail.append(None)
+            else:
+                read = model.read_message(Message(record.raw))
+                docs.append(read.terms)
+                mail.append({"flags": list(read.flags)})
+        return docs, mail
+
+    def decide(self, top_labels: list, top_p: np.ndarray, labels: list) -> list[dict]:
+        """The decision object of each record; its labels become the verdict's (in place)."""
+        decision, model = self.decision, self.state.model
+        learned = decision.learned_from(model)
+        out = []
+        for row, (names, posteriors) in enumerate(zip(top_labels, top_p.tolist())):
+            p_spam = posteriors[names.index(decision.label)] if decision.label in names else 0.0
+            made = decision.output(min(max(p_spam, 0.0), 1.0), learned)
+            labels[row] = decision.labels(made["verdict"], names)
+            out.append(made)
+        return out
+
+    def score_batch(self, records: list[Record]) -> None:
+        """Score, write outputs and dead letters, wait for acks, then commit the batch."""
+        cfg, metrics, model = self.config, self.metrics, self.state.model
+        started = time.perf_counter()
+        valid: list[tuple[Record, Any]] = []
+        dead: list[DeadLetter] = []
+        for record in records:
+            try:
+                valid.append((record, parse_score(record.value, self.limits)))
+            except InvalidRecord as exc:
+                log.warning("scoring record rejected", extra={**record_context(record), "reason": exc.reason.value,
+                                                             "detail": exc.detail})
+                dead.append(DeadLetter.from_error(exc, record.value, key=record.key, topic=record.topic,
+                                                  partition=record.partition, offset=record.offset,
+                                                  headers=record.headers))
+        docs, mail = self.read([p for _, p in valid])
+        parsed_at = time.perf_counter()
+        # Per document: the top-k label names, their posteriors (one array row each) and the output labels.
+        # A decision needs the spam posterior whatever its rank: then every class is ranked, and cut to top_k after.
+        k = cfg.top_k if self.decision is None else max(cfg.top_k, len(model.class_names()[1]))
+        top_labels, top_p, labels = (model.rank_many(docs, k, cfg.label_threshold) if valid
+                                     else ([], np.empty((0, 0)), []))
+        decisions = None
+        if self.decision is not None and valid:
+            labels = list(labels)
+            decisions = self.decide(top_labels, top_p, labels)
+            if k > cfg.top_k:
+                top_labels, top_p = [names[: cfg.top_k] for names in top_labels], top_p[:, : cfg.top_k]
+        scored_at_perf = time.perf_counter()
+        now = time.time()
+        producer = self.connections.producer
+        send = producer.send
+        ids = [parsed.id for _, parsed in valid]
+        latencies = [max(now - record.timestamp_ms / 1000.0, 0.0) * 1000.0 if record.timestamp_ms else 0.0
+                     for record, _ in valid]
+        values = encode_outputs(ids, top_labels, top_p, labels, model=self.state.info(), scored_at=now,
+                                latency_ms=latencies, ts=[parsed.ts for _, parsed in valid], decisions=decisions,
+                                mail=mail)
+        output_topic = cfg.output_topic
+        for doc_id, value in zip(ids, values):
+            send(output_topic, value, key=doc_id.encode("utf-8"))
+        predicted = [names[0] for names in top_labels if names]
+        if predicted:
+            powerset = model.multilabel == "powerset"
+            remember = self.recent.remember
+            for doc_id, names, chosen in zip(ids, top_labels, labels):
+                if names:
+                    remember(doc_id, frozenset(chosen) if powerset else names[0])
+        self.dead_letters.send(dead)
+        produced_at = time.perf_counter()
+        self.errors.stage = "score_flush"
+        try:
+            producer.flush()
+        except DeliveryError as exc:
+            # Nothing is committed: rewind to the batch start and score it again (at least once).
+            self.errors.report("score_flush", exc, retry_in=0.5)
+            log.error("output delivery failed; rescoring the batch",
+                      extra={"error": str(exc), "ids": undelivered_ids(exc), "undelivered": len(exc.failures)})
+            self.dead_letters.resend_training(exc)
+            self.checkpoint.rewind(records)
+            return
+        offsets: dict[TopicPartition, int] = {}
+        for record in records:
+            tp = record.tp
+            offsets[tp] = max(offsets.get(tp, 0), record.offset + 1)
+        self.checkpoint.commit_batch(offsets)
+        done = time.perf_counter()
+        acked = now + (done - scored_at_perf)
+        stamps = np.array([r.timestamp_ms for r, _ in valid if r.timestamp_ms], dtype=np.float64)
+        observe_values(metrics.end_to_end_latency, np.maximum(acked - stamps / 1000.0, 0.0))
+        # Counted once acknowledged, like the outputs: a batch whose delivery failed is redone, not counted twice.
+        metrics.observe_scored(len(valid), scored_at_perf - parsed_at)
+        metrics.record_predictions(predicted)
+        metrics.record_mail([read["flags"] for read in mail if read is not None], "score")
+        if decisions:
+            metrics.record_decisions([made["verdict"] for made in decisions])
+        for letter in dead:
+            metrics.record_rejection(letter.reason.value, "score", dead_lettered=True)
+        metrics.batch_seconds.labels("parse").observe(parsed_at - started)
+        metrics.batch_seconds.labels("score").observe(scored_at_perf - parsed_at)
+        metrics.batch_seconds.labels("produce").observe(produced_at - scored_at_perf)
+        metrics.batch_seconds.labels("ack_commit").observe(done - produced_at)

@@ -1,0 +1,248 @@
+"""Training: apply learn / unlearn / forget records to the model in log order, each offset at most once.
+
+:func:`apply_in_log_order` is the one implementation of the dispatch: the
+service's training side (:class:`Training`) and the fault campaign's
+reference replay (``consumers/chaos/audit.py``) both call it, and differ only
+in what they do with the events it reports (:class:`TrainingEvents`).
+
+The rules (docs/PROTOCOL.md, "Training, step by step"): a record below the
+model's offset for its partition is a redelivery and is skipped; a record
+above it reveals a gap in the log; consecutive learns are batched with
+``learn_many(..., sequential=True)`` (bitwise equal to one-by-one learning);
+an unlearn or forget first applies the pending learns, so corrections apply
+exactly where they are in the log; invalid records and records the model
+refuses are rejected with a reason; the offset advances past every record
+applied or rejected.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from sgm.model import GenerativeTextModel, LearnGuardError
+from sgm.model.mail import Message
+from sgm.stream.kafka import KafkaTransportError, Record
+from sgm.stream.records import DEFAULT_LIMITS, ApplyReason, DeadLetter, InvalidRecord, Limits, Op, Reason, parse_train
+
+from ..config import ServiceConfig
+from ..logs import record_context
+from ..prometheus import ServiceMetrics
+from .checkpoint import Checkpoint, ModelState
+from .connections import Connections
+from .dead_letters import DeadLetters
+from .prequential import RecentPredictions
+
+log = logging.getLogger("sgm.service")
+
+
+class TrainingEvents:
+    """What :func:`apply_in_log_order` reports, in log order. Every method does nothing here."""
+
+    def gap(self, record: Record, expected: int) -> None:
+        """``record`` came after ``expected``, the next offset of its partition: offsets were never delivered."""
+
+    def rejected(self, record: Record, reason: Reason | ApplyReason, detail: str, doc_id: str | None = None) -> None:
+        """The validator or the model refused ``record`` (``doc_id`` once the record parsed)."""
+
+    def feedback(self, doc_id: str, labels: tuple[str, ...]) -> None:
+        """A learn of ``doc_id`` joined the batch: its labels arrived."""
+
+    def mail_read(self, record: Record, flags: tuple[str, ...]) -> None:
+        """A whole message (``raw_b64``) to learn was read; ``flags``: what was malformed in it (may be empty)."""
+
+    def learned(self, count: int) -> None:
+        """``count`` documents were learned (one ``learn_many`` call)."""
+
+    def unlearned(self, op: str) -> None:
+        """One document left the model: ``op`` is ``"unlearn"`` or ``"forget"``."""
+
+    def advanced(self, record: Record) -> None:
+        """``record`` was applied or rejected and its partition's offset moved past it."""
+
+
+def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offsets: dict[int, int],
+                       events: TrainingEvents, limits: Limits = DEFAULT_LIMITS) -> None:
+    """Apply training ``records`` to ``model``, advancing ``offsets`` (partition -> next offset) in place.
+
+    Examples
+    --------
+    >>> from sgm.model import MNB
+    >>> from sgm.stream.kafka import Record
+    >>> class Rejections(TrainingEvents):
+    ...     def __init__(self): self.seen = []
+    ...     def rejected(self, record, reason, detail, doc_id=None): self.seen.append((record.offset, reason.value))
+    >>> values = [b'{"id": "m1", "labels": ["spam"], "text": "cheap pills"}', b'not json',
+    ...           b'{"id": "m9", "op": "forget"}', b'{"id": "m2", "labels": ["ham"], "text": "lunch on monday"}']
+    >>> records = [Record("train", 0, offset, None, value) for offset, value in enumerate(values)]
+    >>> model, offsets, events = MNB("u_jm"), {}, Rejections()
+    >>> apply_in_log_order(model, records, offsets, events)
+    >>> len(model), offsets, events.seen
+    (2, {0: 4}, [(1, 'invalid_json'), (2, 'unknown_id')])
+    >>> apply_in_log_order(model, records, offsets, events)  # a redelivery changes nothing
+    >>> len(model), offsets
+    (2, {0: 4})
+    """
+    pending: list[tuple[Any, tuple[str, ...], float | None, str]] = []
+
+    def flush() -> None:
+        if pending:
+            model.learn_many([p[0] for p in pending], [p[1] for p in pending], [p[2] for p in pending],
+                             [p[3] for p in pending], sequential=True)
+            events.learned(len(pending))
+            pending.clear()
+
+    for record in records:
+        partition = record.partition
+        expected = offsets.get(partition, 0)
+        if record.offset < expected:
+            continue  # already inside the model (a redelivery): applying it again would count it twice
+        if record.offset > expected:
+            events.gap(record, expected)
+        try:
+            parsed = parse_train(record.value, limits)
+        except InvalidRecord as exc:
+            events.rejected(record, exc.reason, exc.detail)
+        else:
+            ts = parsed.ts if parsed.ts is not None else (
+                record.timestamp_ms / 1000.0 if record.timestamp_ms is not None else None)
+            doc = parsed.document
+            if parsed.raw is not None:
+                doc = Message(parsed.raw)  # an unlearn is by id: the message need not be read
+                if parsed.op is Op.LEARN:  # read here, by the model's own extractor, to report the flags too
+                    read = model.read_message(doc)
+                    events.mail_read(record, read.flags)
+                    doc = read.terms
+            if parsed.op is Op.LEARN:
+                try:
+                    model.check_labels(parsed.labels)  # refuse before batching: a batch must not fail midway
+                except ValueError as exc:
+                    events.rejected(record, ApplyReason.MODEL_REJECTED, str(exc), parsed.id)
+                else:
+                    pending.append((doc, parsed.labels, ts, parsed.id))
+                    events.feedback(parsed.id, parsed.labels)
+            else:
+                flush()  # corrections apply exactly where they are in the log
+                if parsed.op is Op.FORGET:
+                    if model.forget(parsed.id):
+                        events.unlearned("forget")
+                    else:
+                        events.rejected(record, ApplyReason.UNKNOWN_ID, f"forget of {parsed.id!r}: not in the model",
+                                        parsed.id)
+                else:
+                    try:
+                        done = model.unlearn_one(doc, parsed.labels, ts=ts, id=parsed.id)
+                    except LearnGuardError as exc:
+                        events.rejected(record, ApplyReason.UNLEARN_MISMATCH, str(exc), parsed.id)
+                    except ValueError as exc:
+                        events.rejected(record, ApplyReason.MODEL_REJECTED, str(exc), parsed.id)
+                    else:
+                        if done:
+                            events.unlearned("unlearn")
+                        else:
+                            events.rejected(record, ApplyReason.UNKNOWN_ID,
+                                            f"unlearn of {parsed.id!r}: not in the model", parsed.id)
+        offsets[partition] = record.offset + 1
+        events.advanced(record)
+    flush()
+
+
+class Training(TrainingEvents):
+    """The service's training side: applies polled batches, counts, logs and dead-letters what happens.
+
+    Parameters
+    ----------
+    config : ServiceConfig
+    state : ModelState
+        The model and the offsets that move with it.
+    checkpoint : Checkpoint
+        Counts applied records towards the next snapshot; guards half-applied batches.
+    dead_letters : DeadLetters
+    recent : RecentPredictions
+        Judges earlier predictions against the labels that arrive.
+    metrics : ServiceMetrics
+    connections : Connections
+        Its training consumer reads the log start when a gap shows.
+    limits : Limits
+        The validator's limits.
+    """
+
+    def __init__(self, config: ServiceConfig, state: ModelState, checkpoint: Checkpoint, dead_letters: DeadLetters,
+                 recent: RecentPredictions, metrics: ServiceMetrics, connections: Connections,
+                 limits: Limits = DEFAULT_LIMITS) -> None:
+        self.config, self.state, self.checkpoint, self.dead_letters = config, state, checkpoint, dead_letters
+        self.recent, self.metrics, self.connections, self.limits = recent, metrics, connections, limits
+        self._dead: list[DeadLetter] = []
+
+    def apply(self, records: list[Record]) -> None:
+        """Apply one polled batch; then deliver its dead letters before anything else is read."""
+        self._dead = dead = []
+        with self.checkpoint.applying():  # until it ends, the model and the offsets may disagree
+            apply_in_log_order(self.state.model, records, self.state.train_offsets, self, self.limits)
+        if dead:
+            self.dead_letters.send_training(dead)
+
+    # ------------------------------------------------------------------ the events
+    def rejected(self, record: Record, reason: Reason | ApplyReason, detail: str, doc_id: str | None = None) -> None:
+        writes = self.config.writes_training_dlq
+        self.metrics.record_rejection(reason.value, "train", dead_lettered=writes)
+        log.warning("training record rejected", extra={**record_context(record, doc_id), "reason": reason.value,
+                                                      "detail": detail})
+        if writes:
+            self._dead.append(DeadLetter(reason=reason, detail=detail, value=record.value, key=record.key,
+                                         topic=record.topic, partition=record.partition, offset=record.offset,
+                                         headers=record.headers, failed_at=time.time()))
+
+    def feedback(self, doc_id: str, labels: tuple[str, ...]) -> None:
+        self.recent.judge(doc_id, labels)
+
+    def learned(self, count: int) -> None:
+        self.metrics.learned.inc(count)
+
+    def mail_read(self, record: Record, flags: tuple[str, ...]) -> None:
+        self.metrics.record_mail([flags], "train")
+
+    def unlearned(self, op: str) -> None:
+        self.metrics.unlearned.labels(op).inc()
+
+    def advanced(self, record: Record) -> None:
+        self.metrics.training_records.inc()
+        self.checkpoint.applied()
+
+    def gap(self, record: Record, expected: int) -> None:
+        """Offsets ``expected .. record.offset - 1`` were never delivered: find out why, and say so.
+
+        Every replica reads the training log from offset 0 (or from its
+        snapshot). Missing offsets below the partition's log start were deleted
+        by retention before this process read them: its model lacks those
+        documents and differs from a replica that read them. Nothing can bring
+        them back; the service says so loudly (error log,
+        ``sgm_training_offsets_missed_total``, alert ``SgmTrainingLogGap``) and
+        goes on with what the log still holds. Missing offsets at or above the
+        log start were never deliverable records: a transactional producer's
+        commit/abort markers, aborted records (read-committed consumers skip
+        them), or compaction; they are counted in
+        ``sgm_training_offsets_skipped_total`` and logged at debug level. If
+        the log start cannot be read, the whole gap counts as missed (the side
+        that alerts).
+        """
+        tp = record.tp
+        try:
+            log_start = self.connections.train_consumer.beginning_offsets([tp])[tp]
+        except (KafkaTransportError, KeyError) as exc:
+            log.warning("training log gap: could not read the log start, counting the gap as missed",
+                        extra={"topic": record.topic, "partition": record.partition, "error": str(exc)})
+            log_start = record.offset
+        deleted = max(0, min(record.offset, log_start) - expected)
+        skipped = record.offset - expected - deleted
+        context = {"topic": record.topic, "partition": record.partition}
+        if deleted:
+            self.metrics.training_offsets_missed.inc(deleted)
+            log.error("training log gap: offsets were deleted before this process read them; the model lacks them",
+                      extra={**context, "first_missed": expected, "last_missed": expected + deleted - 1,
+                             "missed": deleted})
+        if skipped:
+            self.metrics.training_offsets_skipped.inc(skipped)
+            log.debug("training offsets skipped by the broker (transaction markers, aborted records or compaction)",
+                      extra={**context, "first_skipped": record.offset - skipped, "last_skipped": record.offset - 1,
+                             "skipped": skipped})

@@ -1,0 +1,473 @@
+"""The document nodes of a Tied Document Mixture (:mod:`model.tdm`) and their inverted index.
+
+A node is one (document, label) pair: a TDM label is a mixture of its documents,
+each smoothed by its own kernel (MODEL.md section 6). Per node the model needs
+its class, decay factor, total weight ``|c_i|_1``, kernel discount ``K_i`` and
+``log a_i``; per term the postings ``(node, c_i(n))`` of the documents holding
+it, and (computed by the model, valid for one state epoch) their weights
+``v_i(n)``; per label the nodes grouped by equal ``a_i`` (:meth:`DocumentNodes.group_table`).
+
+The documents themselves live in the :class:`model.state.CountState`; the nodes
+are a cache over them, kept in step as the state's observer and rebuilt from it
+after a restore, with one number per document the state cannot give back after
+TF-IDF weighting: ``|c_i|_1`` (part of the TDM's extra state).
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from .arrays import grow
+from .smoothing import Smoothing, log_smoothing_weight
+from .state import CountState, DocRecord
+
+_EMPTY_NODES = np.zeros(0, dtype=np.int32)
+_EMPTY_FLOATS = np.zeros(0)
+
+
+class MissingLengthsError(ValueError):
+    """A TF-IDF weighted TDM was restored without its document lengths (its extra state)."""
+
+
+class Groups:
+    """Documents of every label grouped by their smoothing weight, concatenated by class.
+
+    ``log_mass[g]`` is ``log(sum of pi_i)`` over the documents of group ``g``
+    and ``log_a[g]`` their common (or, binned, representative) ``log a_i``;
+    groups of one class are contiguous, ``starts``/``sizes`` delimit them and
+    ``classes`` names them.
+    """
+
+    __slots__ = ("classes", "starts", "sizes", "log_mass", "log_a")
+
+    def __init__(self, classes, starts, sizes, log_mass, log_a) -> None:
+        self.classes, self.starts, self.sizes, self.log_mass, self.log_a = classes, starts, sizes, log_mass, log_a
+
+
+class DocumentNodes:
+    """The document nodes of a TDM and their inverted index (a cache over the CountState).
+
+    A node is one (document, label) pair. Per node: its class, its stored decay
+    factor (the document's, in the state's forward-decay units), ``|c_i|_1``,
+    ``K_i`` and ``log a_i``. Per term: the postings ``(node, c_i(n))`` of the
+    documents holding it, in a growable array; removed nodes stay in the
+    arrays (marked dead) until the term is next read, and node ids are never
+    reused until a full compaction renumbers them, so a dead id can never be
+    mistaken for a live one.
+    """
+
+    #: Renumber nodes once more than this many (and more than the live ones) are dead.
+    compact_after = 1024
+
+    def __init__(self, smoothing: Smoothing, state: CountState) -> None:
+        self.smoothing = smoothing  # the kernels' discounts K_i(n) and mass kmu
+        self.values = smoothing.values(state)  # their numbers in force (a Kneser-Ney kdelta follows the counts)
+        self.origin: float | None = None  # decay origin the node factors are stored against
+        # nodes
+        self.node_class = np.zeros(0, dtype=np.int32)
+        self.node_factor = np.zeros(0)
+        self.node_length = np.zeros(0)
+        self.node_discount = np.zeros(0)
+        self.node_log_a = np.zeros(0)
+        self.node_alive = np.zeros(0, dtype=bool)
+        self.node_doc: list[str | None] = []
+        self.n_nodes = 0  # high-water mark of node ids
+        self.live_nodes = 0
+        self.doc_nodes: dict[str, tuple[DocRecord, tuple[int, ...], float]] = {}
+        self.class_nodes: list[set[int]] = []
+        # postings by term id
+        self.post_node: list[np.ndarray] = []
+        self.post_count: list[np.ndarray] = []
+        self.post_fill = np.zeros(0, dtype=np.int64)
+        self.post_dead = np.zeros(0, dtype=np.int64)
+        self.live_postings = 0
+        # derived: posting weights v per term (valid for one state epoch), label groups
+        self.weight_epoch = np.full(0, -1, dtype=np.int64)
+        self.post_weight: list[np.ndarray] = []
+        self.dirty_classes: set[int] = set()
+        self.class_groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.class_log_total = np.zeros(0)
+        self.groups: Groups | None = None
+        self.bin_width: float | None = None
+        # what the weigher saw in the current batch: (weights c, |c|_1 at each position), concatenated
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self.weights_recomputed = 0
+        self.compactions = 0
+        self.missing_lengths = False  # restored without extra_state(): unusable until it is given
+
+    # ------------------------------------------------------------ kernel constants
+    def kernel_log_a(self, length: np.ndarray, discount: np.ndarray) -> np.ndarray:
+        """``log a_i = log((kmu + K_i) / (kmu + |c_i|_1))``; 0 (``a_i = 1``) for an empty kernel."""
+        return log_smoothing_weight(length, discount, self.smoothing.mu)
+
+    # ------------------------------------------------------------ weighing hook
+    def normalizing(self, weigh):
+        """Wrap the model's weigher: the state learns ``c / |c|_1`` (length-normalized counts).
+
+        The weigher sees a batch's documents concatenated; each document's
+        block is as long as its number of distinct terms (the weigher's third
+        argument), which delimits the blocks. The unnormalized weights are
+        kept for :meth:`add`, which needs ``c`` and ``|c|_1``.
+        """
+        pending = self._pending
+
+        def normalized(terms: np.ndarray, raw: np.ndarray, distinct: np.ndarray) -> np.ndarray:
+            weights = raw.copy() if weigh is None else np.asarray(weigh(terms, raw, distinct), dtype=np.float64)
+            if not len(weights):
+                pending.append((weights, weights))
+                return weights
+            sizes, position, total = [], 0, len(weights)
+            distinct_list = distinct.tolist()
+            while position < total:
+                size = int(distinct_list[position])
+                sizes.append(size)
+                position += size
+            if position != total:
+                raise RuntimeError("TDM: the weigher's batch is not made of whole documents")
+            starts = np.cumsum([0] + sizes[:-1])
+            length_at = np.repeat(np.add.reduceat(weights, starts), sizes)
+            pending.append((weights, length_at))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.where(length_at > 0, weights / length_at, 0.0)
+
+        return normalized
+
+    # ------------------------------------------------------------ growth
+    def _reserve_nodes(self, count: int) -> None:
+        size = self.n_nodes + count
+        if size > len(self.node_class):
+            for name in ("node_class", "node_factor", "node_length", "node_discount", "node_log_a", "node_alive"):
+                setattr(self, name, grow(getattr(self, name), size))
+
+    def _reserve_terms(self, size: int) -> None:
+        if size > len(self.post_fill):
+            old = len(self.weight_epoch)
+            self.post_fill = grow(self.post_fill, size)
+            self.post_dead = grow(self.post_dead, size)
+            self.weight_epoch = grow(self.weight_epoch, size)
+            self.weight_epoch[old:] = -1
+        extra = len(self.post_fill) - len(self.post_node)
+        if extra > 0:
+            self.post_node.extend([_EMPTY_NODES] * extra)
+            self.post_count.extend([_EMPTY_FLOATS] * extra)
+            self.post_weight.extend([_EMPTY_FLOATS] * extra)
+
+    def _reserve_classes(self, size: int) -> None:
+        while len(self.class_nodes) < size:
+            self.class_nodes.append(set())
+        if size > len(self.class_log_total):
+            old = len(self.class_log_total)
+            self.class_log_total = grow(self.class_log_total, size)
+            self.class_log_total[old:] = -np.inf
+
+    def _append_postings(self, term: int, nodes: np.ndarray, counts: np.ndarray) -> None:
+        fill = int(self.post_fill[term])
+        need = fill + len(nodes)
+        node_array = self.post_node[term]
+        if need > len(node_array):
+            size = max(need, 2 * len(node_array), 4)
+            bigger_nodes = np.empty(size, dtype=np.int32)
+            bigger_nodes[:fill] = node_array[:fill]
+            bigger_counts = np.empty(size)
+            bigger_counts[:fill] = self.post_count[term][:fill]
+            self.post_node[term], self.post_count[term] = bigger_nodes, bigger_counts
+            node_array = bigger_nodes
+        node_array[fill:need] = nodes
+        self.post_count[term][fill:need] = counts
+        self.post_fill[term] = need
+        self.weight_epoch[term] = -1
+
+    # ------------------------------------------------------------ adding and removing documents
+    def documents_added(self, state: CountState, items: Sequence[tuple], records: list[DocRecord | None]) -> None:
+        """The state's :class:`model.state.DocumentObserver` hook: nodes for what a batch learned."""
+        self.add(state, [(item[0], record) for item, record in zip(items, records)])
+
+    def document_removed(self, state: CountState, doc_id: str) -> None:
+        """The state's :class:`model.state.DocumentObserver` hook: a document left."""
+        self.remove(state, doc_id)
+
+    def add(self, state: CountState, records: Sequence[tuple[str, DocRecord | None]]) -> None:
+        """Register the documents of a batch the state just learned (``None``: not learned).
+
+        ``records`` are all items of the batch in order, so that their blocks
+        line up with what the weigher saw.
+        """
+        self.check_complete()
+        self._follow_rebase(state)
+        if not self._pending:
+            return  # nothing was weighed: no document of the batch was kept
+        if len(self._pending) != 1:
+            self._pending.clear()
+            raise RuntimeError("TDM: expected one weigher call per learned batch")
+        weights, length_at = self._pending.pop()
+        batch_terms, batch_nodes, batch_counts = [], [], []
+        offset = 0
+        for doc_id, record in records:
+            if record is None:
+                continue
+            size = len(record.terms)
+            block = weights[offset : offset + size]
+            length = float(length_at[offset]) if size else 0.0
+            offset += size
+            if state.docs.get(doc_id) is not record:
+                continue  # pruned by the memory bound while its batch was learned
+            if doc_id in self.doc_nodes:
+                self.remove(state, doc_id)
+            self._add_nodes(state, doc_id, record, block, length, batch_terms, batch_nodes, batch_counts)
+        if offset != len(weights):
+            raise RuntimeError("TDM: learned records do not match the weighed batch")
+        self._flush_postings(batch_terms, batch_nodes, batch_counts)
+
+    def _add_nodes(self, state: CountState, doc_id: str, record: DocRecord, weights: np.ndarray, length: float,
+                   batch_terms: list, batch_nodes: list, batch_counts: list) -> None:
+        positive = weights > 0
+        terms, counts = record.terms[positive], weights[positive]
+        discount = float(self.smoothing.discount(counts, self.values).sum())
+        log_a = float(self.kernel_log_a(np.array([length]), np.array([discount]))[0])
+        self._reserve_nodes(len(record.classes))
+        self._reserve_classes(state.classes.capacity)
+        ids = []
+        for class_id in record.classes:
+            node = self.n_nodes
+            self.n_nodes += 1
+            self.node_class[node] = class_id
+            self.node_factor[node] = record.factor
+            self.node_length[node] = length
+            self.node_discount[node] = discount
+            self.node_log_a[node] = log_a
+            self.node_alive[node] = True
+            self.node_doc.append(doc_id)
+            self.class_nodes[class_id].add(node)
+            self.dirty_classes.add(class_id)
+            ids.append(node)
+        self.live_nodes += len(ids)
+        self.doc_nodes[doc_id] = (record, tuple(ids), length)
+        if len(terms):
+            for node in ids:
+                batch_terms.append(terms)
+                batch_nodes.append(np.full(len(terms), node, dtype=np.int32))
+                batch_counts.append(counts)
+
+    def _flush_postings(self, batch_terms: list, batch_nodes: list, batch_counts: list) -> None:
+        if not batch_terms:
+            return
+        terms = np.concatenate(batch_terms)
+        nodes = np.concatenate(batch_nodes)
+        counts = np.concatenate(batch_counts)
+        self._reserve_terms(int(terms.max()) + 1)
+        self.live_postings += len(terms)
+        if len(batch_terms) == 1:  # one node: its terms are distinct
+            for position, term in enumerate(terms.tolist()):
+                self._append_postings(term, nodes[position : position + 1], counts[position : position + 1])
+            return
+        order = np.argsort(terms, kind="stable")
+        terms, nodes, counts = terms[order], nodes[order], counts[order]
+        distinct, first = np.unique(terms, return_index=True)
+        bounds = np.append(first, len(terms)).tolist()
+        for k, term in enumerate(distinct.tolist()):
+            lo, hi = bounds[k], bounds[k + 1]
+            self._append_postings(term, nodes[lo:hi], counts[lo:hi])
+
+    def remove(self, state: CountState, doc_id: str) -> None:
+        """Forget the nodes of a document the state no longer holds."""
+        known = self.doc_nodes.pop(doc_id, None)
+        if known is None:
+            return
+        record, ids, length = known
+        for node in ids:
+            class_id = int(self.node_class[node])
+            self.node_alive[node] = False
+            self.node_factor[node] = 0.0
+            self.node_doc[node] = None
+            self.class_nodes[class_id].discard(node)
+            self.dirty_classes.add(class_id)
+        self.live_nodes -= len(ids)
+        terms = self._posting_terms(record, length)
+        if len(terms):
+            self.post_dead[terms] += len(ids)
+            self.live_postings -= len(terms) * len(ids)
+        # a term no document holds any more loses its (all dead) postings, so its id can be reused
+        held = record.terms[record.terms < len(self.post_fill)]
+        for term in held[state.term_refs[held] == 0].tolist():
+            self._clear_term(term)
+        retired = self.n_nodes - self.live_nodes
+        if retired > self.compact_after and retired > self.live_nodes:
+            self.compact()
+
+    @staticmethod
+    def _posting_terms(record: DocRecord, length: float) -> np.ndarray:
+        # the record holds c / |c|_1: positive exactly where c is
+        return record.terms[record.weights > 0] if length > 0 else record.terms[:0]
+
+    def _clear_term(self, term: int) -> None:
+        self.post_node[term] = _EMPTY_NODES
+        self.post_count[term] = _EMPTY_FLOATS
+        self.post_weight[term] = _EMPTY_FLOATS
+        self.post_fill[term] = 0
+        self.post_dead[term] = 0
+        self.weight_epoch[term] = -1
+
+    def _compact_term(self, term: int) -> None:
+        fill = int(self.post_fill[term])
+        nodes = self.post_node[term][:fill]
+        keep = self.node_alive[nodes]
+        kept = int(keep.sum())
+        self.post_node[term] = nodes[keep].copy()
+        self.post_count[term] = self.post_count[term][:fill][keep].copy()
+        self.post_fill[term] = kept
+        self.post_dead[term] = 0
+
+    def compact(self) -> None:
+        """Drop dead postings everywhere and renumber the live nodes densely."""
+        for term in np.flatnonzero(self.post_dead).tolist():
+            self._compact_term(term)
+        live = np.flatnonzero(self.node_alive[: self.n_nodes])
+        renumber = np.full(max(self.n_nodes, 1), -1, dtype=np.int32)
+        renumber[live] = np.arange(len(live), dtype=np.int32)
+        for term in np.flatnonzero(self.post_fill).tolist():
+            fill = int(self.post_fill[term])
+            self.post_node[term][:fill] = renumber[self.post_node[term][:fill]]
+        for name in ("node_class", "node_factor", "node_length", "node_discount", "node_log_a", "node_alive"):
+            array = getattr(self, name)
+            moved = np.zeros_like(array)
+            moved[: len(live)] = array[live]
+            setattr(self, name, moved)
+        self.node_doc = [self.node_doc[j] for j in live.tolist()]
+        self.n_nodes = len(live)
+        self.doc_nodes = {d: (r, tuple(int(renumber[j]) for j in ids), length)
+                          for d, (r, ids, length) in self.doc_nodes.items()}
+        self.class_nodes = [set() for _ in self.class_nodes]
+        for node, class_id in enumerate(self.node_class[: self.n_nodes].tolist()):
+            self.class_nodes[class_id].add(node)
+        self.weight_epoch[:] = -1
+        self.dirty_classes.update(range(len(self.class_nodes)))
+        self.compactions += 1
+
+    # ------------------------------------------------------------ posting weights (computed by the model)
+    def drop_dead_postings(self, terms: np.ndarray) -> None:
+        """Drop the postings of removed nodes from the lists of ``terms`` (before their weights are computed)."""
+        for term in terms.tolist():
+            if self.post_dead[term]:
+                self._compact_term(term)
+
+    def store_weights(self, terms: list[int], weights: np.ndarray | None, fills: np.ndarray, epoch: int) -> None:
+        """Keep ``v_i(n)`` of ``terms`` for ``epoch`` (concatenated, ``fills`` per term; ``None``: no postings)."""
+        if weights is None:
+            for term in terms:
+                self.post_weight[term] = _EMPTY_FLOATS
+            self.weight_epoch[terms] = epoch
+            return
+        for term, part in zip(terms, np.split(weights, np.cumsum(fills)[:-1])):
+            self.post_weight[term] = part
+        self.weight_epoch[terms] = epoch
+        self.weights_recomputed += len(terms)
+
+    def document_lengths(self) -> dict[str, float]:
+        """``|c_i|_1`` of every live document."""
+        return {d: length for d, (_, _, length) in self.doc_nodes.items()}
+
+    # ------------------------------------------------------------ decay and the kernel discount
+    def _follow_rebase(self, state: CountState) -> None:
+        """After the state moved its decay origin, reread the (rescaled) document factors."""
+        origin = state.clock.origin
+        if origin == self.origin:
+            return
+        self.origin = origin
+        for record, ids, _ in self.doc_nodes.values():
+            self.node_factor[list(ids)] = record.factor
+        self.dirty_classes.update(range(len(self.class_nodes)))
+
+    def check_complete(self) -> None:
+        if self.missing_lengths:
+            raise MissingLengthsError("this TF-IDF weighted TDM was restored without its extra_state(): "
+                                      "call restore_extra_state() first")
+
+    def sync(self, state: CountState) -> None:
+        """Bring node constants up to date before scoring (decay origin, a Kneser-Ney kdelta)."""
+        self.check_complete()
+        self._follow_rebase(state)
+        if self.smoothing.follows_counts:
+            values = self.smoothing.values(state)
+            if values != self.values:
+                self.values = values
+                self._recompute_discounts()
+
+    def _recompute_discounts(self) -> None:
+        """``K_i`` and ``a_i`` of every node for a new ``kdelta`` (O(postings); only ``kdelta="kn"``)."""
+        for record, ids, length in self.doc_nodes.values():
+            positive = record.weights > 0
+            counts = record.weights[positive] * length
+            discount = float(self.smoothing.discount(counts, self.values).sum())
+            nodes = list(ids)
+            self.node_discount[nodes] = discount
+            self.node_log_a[nodes] = self.kernel_log_a(np.array([length]), np.array([discount]))[0]
+        self.weight_epoch[:] = -1
+        self.dirty_classes.update(range(len(self.class_nodes)))
+
+    # ------------------------------------------------------------ the no-match sums
+    def group_table(self, bin_width: float | None) -> Groups:
+        """Per-label groups of equal (or binned) ``log a_i`` with their mixture mass."""
+        if bin_width != self.bin_width:
+            self.bin_width = bin_width
+            self.dirty_classes.update(range(len(self.class_nodes)))
+        if self.groups is not None and not self.dirty_classes:
+            return self.groups
+        for class_id in self.dirty_classes:
+            members = self.class_nodes[class_id] if class_id < len(self.class_nodes) else ()
+            if not members:
+                self.class_groups.pop(class_id, None)
+                if class_id < len(self.class_log_total):
+                    self.class_log_total[class_id] = -np.inf
+                continue
+            nodes = np.fromiter(members, dtype=np.int64, count=len(members))
+            nodes.sort()  # a fixed summation order: results do not depend on set iteration
+            log_a = self.node_log_a[nodes]
+            factor = self.node_factor[nodes]
+            if bin_width is None:
+                values, inverse = np.unique(log_a, return_inverse=True)
+            else:
+                _, inverse = np.unique(np.floor(log_a / bin_width), return_inverse=True)
+                # representative: the middle of the values actually in the bin (error <= bin_width / 2)
+                low = np.full(inverse.max() + 1, np.inf)
+                high = np.full(inverse.max() + 1, -np.inf)
+                np.minimum.at(low, inverse, log_a)
+                np.maximum.at(high, inverse, log_a)
+                values = 0.5 * (low + high)
+            mass = np.bincount(inverse, factor, minlength=len(values))
+            total = float(mass.sum())
+            self.class_log_total[class_id] = math.log(total)
+            with np.errstate(divide="ignore"):
+                self.class_groups[class_id] = (values, np.log(mass) - math.log(total))
+        self.dirty_classes.clear()
+        classes = np.array(sorted(self.class_groups), dtype=np.int64)
+        parts = [self.class_groups[c] for c in classes.tolist()]
+        sizes = np.array([len(p[0]) for p in parts], dtype=np.int64)
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        log_a = np.concatenate([p[0] for p in parts]) if parts else _EMPTY_FLOATS
+        log_mass = np.concatenate([p[1] for p in parts]) if parts else _EMPTY_FLOATS
+        self.groups = Groups(classes, starts, sizes, log_mass, log_a)
+        return self.groups
+
+    # ------------------------------------------------------------ restore
+    def rebuild(self, state: CountState, lengths: dict[str, float] | None, weighted: bool) -> None:
+        """Recreate every node from the state's live documents (after a restore or copy).
+
+        ``|c_i|_1`` comes from ``lengths`` (the model's extra state) or, for
+        models that learn raw counts, from the record's raw counts.
+        """
+        self.__init__(self.smoothing, state)
+        self.origin = state.clock.origin
+        batch_terms, batch_nodes, batch_counts = [], [], []
+        for doc_id, record in sorted(state.docs.items(), key=lambda item: item[1].seq):
+            if lengths is not None and doc_id in lengths:
+                length = float(lengths[doc_id])
+            elif not weighted:
+                length = float(record.raw.sum())
+            else:
+                raise MissingLengthsError(f"TDM restore: the length |c|_1 of TF-IDF weighted document {doc_id!r} "
+                                          "is missing (restore the model's extra_state())")
+            self._add_nodes(state, doc_id, record, record.weights * length, length, batch_terms, batch_nodes,
+                            batch_counts)
+        self._flush_postings(batch_terms, batch_nodes, batch_counts)

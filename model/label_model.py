@@ -1,0 +1,149 @@
+"""The label model both families share: ``p_l(n)`` of every label over the count tables (MODEL.md sections 1-5).
+
+MNB scores with it alone; TDM smooths its document kernels towards it and adds
+the document mixture. It holds no counts (they live in the
+:class:`model.state.CountState`, passed to every call), only what derives from
+them, valid for one state epoch:
+
+- per class: ``a_l``, ``mu + D(l)`` and ``theta log p(l)`` (:class:`ClassTerms`);
+- per term: the posting weights ``w(l, n)`` and ``log p_b(n)``, recomputed lazily
+  (:class:`model.postings.PostingCache`).
+
+The label score (MODEL.md section 5, thesis algorithm 1)::
+
+    score(l) = theta * log p(l) + |w|_1 * log a_l + sum_n w_n log p_b(n)
+             + sum_n sum_{(l, w(l,n)) in postings(n)} w_n * w(l, n)
+
+Every class gets the first three terms from per-class arrays; only classes in
+the posting lists of the document's terms get the last one.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+
+from .batch import PreparedBatch
+from .loops.scoring import accumulate_postings, dense_log_posterior
+from .postings import PostingCache
+from .smoothing import Smoothing, label_smoothing, log_smoothing_weight, posting_weight
+from .spec import ModelSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .state import CountState
+
+
+class ClassTerms:
+    """Per-class quantities of one model epoch (arrays over class ids)."""
+
+    __slots__ = ("epoch", "scale", "values", "denominator", "log_a", "log_prior")
+
+    def __init__(self, epoch: int, scale: float, values: tuple[float, ...], denominator: np.ndarray,
+                 log_a: np.ndarray, log_prior: np.ndarray) -> None:
+        self.epoch = epoch
+        self.scale = scale
+        self.values = values  # the discounts' numbers in force (a Kneser-Ney delta moves with the counts)
+        self.denominator = denominator  # mu + D(l), true units
+        self.log_a = log_a  # log a_l
+        self.log_prior = log_prior  # theta * log p(l); -inf for unused ids
+
+
+class LabelModel:
+    """Smoothed label distributions and their posting lists, derived from a count state.
+
+    Parameters
+    ----------
+    spec, params
+        The model's parsed spec and resolved numbers (:func:`model.spec.resolve_params`).
+    """
+
+    def __init__(self, spec: ModelSpec, params: Mapping[str, Any]) -> None:
+        self.smoothing: Smoothing = label_smoothing(spec, params)
+        self.theta = params.get("theta", 1.0)
+        self.postings = PostingCache()
+        self._class_terms: ClassTerms | None = None
+
+    # ------------------------------------------------------------ derived values
+    def class_terms(self, state: "CountState") -> ClassTerms:
+        """Per-class arrays of the current epoch (recomputed after any update)."""
+        cached = self._class_terms
+        if cached is not None and cached.epoch == state.epoch:
+            return cached
+        n = state.classes.capacity
+        scale = state.clock.scale()
+        smoothing = self.smoothing
+        values = smoothing.values(state)
+        mu = smoothing.mu
+        mass = state.cls_mass.get(slice(0, n)) * scale
+        discount_total = smoothing.label_totals(state, mass, scale, n, values)
+        log_a = log_smoothing_weight(mass, discount_total, mu)
+        docs = state.cls_docs.get(slice(0, n))
+        active = state.cls_refs[:n] > 0
+        log_prior = np.full(n, -np.inf)
+        if active.any():
+            log_prior[active] = self.theta * (np.log(docs[active]) - np.log(state.class_docs_total.value))
+        self._class_terms = ClassTerms(state.epoch, scale, values, mu + discount_total, log_a, log_prior)
+        return self._class_terms
+
+    def background(self, state: "CountState", terms: np.ndarray) -> np.ndarray:
+        """``p_b(n)`` for known term ids."""
+        return self.smoothing.background_probability(state.term_mass.get(terms), state.total_mass.value, state.n_vocab)
+
+    def refresh(self, state: "CountState", terms: np.ndarray) -> None:
+        """Recompute the posting lists of ``terms`` that an update made stale (the lazy step)."""
+        self.postings.refresh(state.arena, terms, state.epoch,
+                              lambda stale, index, lengths: self._build_postings(state, stale, index, lengths))
+
+    def _build_postings(self, state: "CountState", terms: np.ndarray, index: np.ndarray,
+                        lengths: np.ndarray) -> np.ndarray:
+        """Posting weights of ``terms`` from the count tables."""
+        classes = state.arena.cls[index]
+        scale = state.clock.scale()
+        counts = state.ent_count.get(state.arena.slot[index]) * scale
+        constant = self.smoothing.constant_weight
+        if constant is not None:  # mu + D(l) = a C(l) (Jelinek-Mercer: beta C(l)): no per-class pass needed
+            values, denominator = self.smoothing.values(state), constant * state.cls_mass.get(classes) * scale
+        else:
+            derived = self.class_terms(state)
+            values, denominator = derived.values, derived.denominator[classes]
+        discounts = self.smoothing.discount(counts, values)
+        term_background = self.background(state, terms)
+        self.postings.log_background[terms] = np.log(term_background)  # read by the kernel, fresh as the postings
+        background = np.repeat(term_background, lengths)
+        weights = posting_weight(counts, discounts, denominator, background)
+        return np.maximum(weights, 0.0)  # a fully discounted entry adds nothing (guards -0.0 and round-off)
+
+    # ------------------------------------------------------------ scores
+    def log_posteriors(self, state: "CountState", batch: PreparedBatch, active: np.ndarray) -> np.ndarray:
+        """Normalized log posteriors over the ``active`` classes: the label score, compiled and fused."""
+        derived = self.class_terms(state)
+        self.refresh(state, batch.terms)
+        out = np.empty((batch.n_docs, len(active)))
+        arena = state.arena
+        dense_log_posterior(batch.n_docs, batch.owner, batch.terms, batch.weights,
+                            self.postings.log_background[batch.terms], arena.start, arena.length, arena.cls,
+                            self.postings.weight, active, derived.log_prior, derived.log_a, out)
+        return out
+
+    def joint_log_scores(self, state: "CountState", batch: PreparedBatch) -> np.ndarray:
+        """The label score of every class id, unnormalized: shape ``(batch.n_docs, class capacity)``."""
+        derived = self.class_terms(state)
+        n_docs, n_classes = batch.n_docs, state.classes.capacity
+        terms, weights, owner = batch.terms, batch.weights, batch.owner
+        length = np.bincount(owner, weights, minlength=n_docs)  # |w|_1
+        smooth = np.bincount(owner, weights * np.log(self.background(state, terms)), minlength=n_docs)
+        self.refresh(state, terms)
+        scores = (derived.log_prior[None, :] + length[:, None] * derived.log_a[None, :]) + smooth[:, None]
+        matched = np.zeros((n_docs, n_classes))
+        arena = state.arena
+        accumulate_postings(owner, terms, weights, arena.start, arena.length, arena.cls, self.postings.weight, matched)
+        return scores + matched
+
+    # ------------------------------------------------------------ bookkeeping
+    def cache_arrays(self) -> list[np.ndarray]:
+        """Arrays kept only to score fast (posting weights, a discount's cache)."""
+        return [v for v in vars(self.postings).values() if isinstance(v, np.ndarray)] + self.smoothing.cache_arrays()
+
+    def stats(self, state: "CountState") -> dict[str, Any]:
+        return {"stale_postings_recomputed": self.postings.recomputed,
+                "postings": self.postings.stored_postings(state.arena)}

@@ -1,0 +1,96 @@
+"""Compiled loops of the scoring path: posting accumulation, the dense posterior (the MNB scoring
+kernel's loop, MODEL.md section 5), and one-pass checks on the way there (seen terms, stale postings)."""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def accumulate_postings(owner: np.ndarray, terms: np.ndarray, weights: np.ndarray, starts: np.ndarray,
+                        lengths: np.ndarray, posting_class: np.ndarray, posting_weight: np.ndarray,
+                        out: np.ndarray) -> None:  # pragma: no cover - compiled
+    """``out[doc, class] += w_n * w(class, n)`` over the postings of every (document, term).
+
+    The sum runs in term order, then posting order: the order of the
+    concatenate-and-bincount formulation it replaces.
+    """
+    for i in range(terms.shape[0]):
+        d = owner[i]
+        w = weights[i]
+        t = terms[i]
+        start = starts[t]
+        for p in range(start, start + lengths[t]):
+            out[d, posting_class[p]] += w * posting_weight[p]
+
+
+@njit(cache=True, nogil=True)
+def dense_log_posterior(n_docs, owner, terms, weights, log_background, starts, lengths, posting_class,
+                        posting_weight, active, log_prior, log_a, out):  # pragma: no cover - compiled
+    """Normalized log posteriors of a batch over the ``active`` class ids (MODEL.md section 5).
+
+    ``out[d, j] = score(active[j]) - logsumexp(score)`` with
+    ``score(l) = theta log p(l) + |w|_1 log a_l + sum_n w_n log p_b(n) + sum_postings w_n w(l, n)``.
+    """
+    n_active = active.shape[0]
+    capacity = log_prior.shape[0]
+    matched = np.zeros(capacity)
+    i = 0
+    for d in range(n_docs):
+        length = 0.0
+        smooth = 0.0
+        start_i = i
+        while i < terms.shape[0] and owner[i] == d:
+            length += weights[i]
+            smooth += weights[i] * log_background[i]
+            i += 1
+        for j in range(start_i, i):
+            w = weights[j]
+            t = terms[j]
+            for p in range(starts[t], starts[t] + lengths[t]):
+                matched[posting_class[p]] += w * posting_weight[p]
+        peak = -np.inf
+        for j in range(n_active):
+            c = active[j]
+            score = ((log_prior[c] + length * log_a[c]) + smooth) + matched[c]
+            out[d, j] = score
+            if score > peak:
+                peak = score
+        total = 0.0
+        for j in range(n_active):
+            total += np.exp(out[d, j] - peak)
+        log_norm = peak + np.log(total)
+        for j in range(n_active):
+            out[d, j] -= log_norm
+        for j in range(start_i, i):  # reset only what was touched
+            t = terms[j]
+            for p in range(starts[t], starts[t] + lengths[t]):
+                matched[posting_class[p]] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def keep_seen_terms(term_ids, values, owner, term_entries):  # pragma: no cover - compiled
+    """Compact ``(term_ids, values, owner)`` in place to the terms with entries; returns how many remain.
+
+    A term is seen when its id is valid (``>= 0``; ``-1`` marks a word not in the
+    vocabulary) and it has at least one (class, term) entry.
+    """
+    n = 0
+    for i in range(term_ids.shape[0]):
+        t = term_ids[i]
+        if t >= 0 and term_entries[t] > 0:
+            term_ids[n] = t
+            values[n] = values[i]
+            owner[n] = owner[i]
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def count_stale(computed_at, terms, epoch):  # pragma: no cover - compiled
+    """How many of ``terms`` have postings computed before ``epoch``."""
+    n = 0
+    for t in terms:
+        if computed_at[t] != epoch:
+            n += 1
+    return n
