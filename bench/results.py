@@ -478,7 +478,7 @@ def search_sizes(results: list[dict]) -> str:
         for ours in result["ours"]:
             if ours["summary"]:
                 kind = "TDM" if ours["candidate"].spec.startswith("tdm") else "MNB"
-                if not ours["candidate"].search:  # candidates with their own smaller search are named apart
+                if kind == "TDM" or not ours["candidate"].search:  # MNB ones with their own search: named apart
                     sizes.setdefault(result["entry"].data, {}).setdefault(kind, set()).add(ours["summary"]["search"])
     full = [data for data, kinds in sizes.items() if "40x40" in kinds.get("MNB", set())]
     if not full:
@@ -486,7 +486,8 @@ def search_sizes(results: list[dict]) -> str:
                 "short on two cores.")
     tdm = sorted(set().union(*(sizes[data].get("TDM", set()) for data in full)))
     own = sorted({f"`{o['candidate'].label}` {o['summary']['search']}" for r in results for o in r["ours"]
-                  if o["summary"] and o["candidate"].search and r["entry"].data in full})
+                  if o["summary"] and o["candidate"].search and not o["candidate"].spec.startswith("tdm")
+                  and r["entry"].data in full})
     return (f"{', '.join(full)}: the thesis's 40x40 search for every MNB candidate"
             + (f" except {', '.join(own)} (slower to learn)" if own else "")
             + ((f" (TDM: {', '.join(tdm)})" if tdm != ["40x40"] else " and for TDM") if tdm else "")
