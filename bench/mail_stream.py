@@ -571,34 +571,64 @@ def _plain_posterior(log_odds: float) -> float:
 #: Thresholds on the spam posterior: log-odds -5 .. 30 in steps of 0.25.
 THRESHOLDS = tuple(sorted({_plain_posterior(x / 4) for x in range(-20, 121)}))
 GUARDS = (0, 1, 2, 5, 10, 20, 50, 100, 200)
+#: Weights of the class prior in the decision's posterior (``SpamDecision.prior_weight``); the model's own
+#: theta (2 for the preset) is today's rule, spelled ``None``.
+PRIOR_WEIGHTS = tuple(round(0.1 * i, 1) for i in range(21))
 
 
-def choose_decision(is_spam: Sequence[bool], p_spam: Sequence[float], learned: Sequence[tuple[int, int]],
+def decision_posteriors(log_odds: Sequence[float], prior_log_ratio: Sequence[float], theta: float,
+                        weight: float | None) -> np.ndarray:
+    """The spam posterior a decision with ``prior_weight=weight`` reads, from the model's spam log-odds and
+    ``log p(spam) - log p(ham)`` of its class prior when it scored (NaN while it knew one class only: then
+    the posterior is the model's, 0 or 1). Two classes: the log-odds move by ``(weight - theta)`` times the
+    prior's log ratio (``SpamDecision.posterior`` does it on every class's posterior, the same number up to
+    rounding)."""
+    x = np.asarray(log_odds, dtype=np.float64)
+    ratio = np.asarray(prior_log_ratio, dtype=np.float64)
+    if weight is not None:
+        x = np.where(np.isnan(ratio), x, x + (weight - theta) * np.nan_to_num(ratio))
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+def choose_decision(is_spam: Sequence[bool], log_odds: Sequence[float], prior_log_ratio: Sequence[float],
+                    theta: float, learned: Sequence[tuple[int, int]],
                     fp_cost: float) -> list[tuple[float, SpamDecision, int, int, int]]:
-    """Every (threshold, min_spam, min_ham) of the grid with its dev cost ``fp_cost * FP + FN``, FP, FN
-    and documents without a verdict, best first (ties: smaller guards, then the threshold nearest 0.5)."""
+    """Every (prior weight, threshold, min_spam, min_ham) of the grid with its dev cost ``fp_cost * FP + FN``,
+    FP, FN and documents without a verdict, best first (ties: smaller guards, then the prior weight nearest
+    the model's theta, then the threshold nearest 0.5)."""
     y = np.asarray(is_spam, dtype=bool)
-    p = np.asarray(p_spam, dtype=np.float64)
     spams, hams = np.asarray([n for n, _ in learned]), np.asarray([m for _, m in learned])
+    thresholds = np.asarray(THRESHOLDS)[:, None]
     out = []
-    for min_spam in GUARDS:
-        for min_ham in GUARDS:
-            ready = (spams >= min_spam) & (hams >= min_ham)
-            for threshold in THRESHOLDS:
-                said = ready & (p >= threshold)
-                fp, fn = int((said & ~y).sum()), int((~said & y).sum())
-                out.append((fp_cost * fp + fn, SpamDecision("spam", threshold, min_spam, min_ham), fp, fn,
-                            int((~ready).sum())))
-    out.sort(key=lambda r: (r[0], r[1].min_spam + r[1].min_ham, abs(math.log(r[1].threshold / (1 - r[1].threshold)
-                                                                         if r[1].threshold < 1 else 1e300))))
+    for weight in (None,) + tuple(w for w in PRIOR_WEIGHTS if w != theta):
+        said_at = np.asarray(decision_posteriors(log_odds, prior_log_ratio, theta, weight))[None, :] >= thresholds
+        for min_spam in GUARDS:
+            for min_ham in GUARDS:
+                said = said_at & ((spams >= min_spam) & (hams >= min_ham))[None, :]
+                fps, fns = (said & ~y).sum(axis=1), (~said & y).sum(axis=1)
+                waiting = int((~((spams >= min_spam) & (hams >= min_ham))).sum())
+                for threshold, fp, fn in zip(THRESHOLDS, fps.tolist(), fns.tolist()):
+                    out.append((fp_cost * fp + fn, SpamDecision("spam", threshold, min_spam, min_ham, weight), fp, fn,
+                                waiting))
+
+    def odds(t: float) -> float:
+        return abs(math.log(t / (1 - t))) if t < 1 else 1e300
+
+    out.sort(key=lambda r: (r[0], r[1].min_spam + r[1].min_ham,
+                            abs((theta if r[1].prior_weight is None else r[1].prior_weight) - theta),
+                            odds(r[1].threshold)))
     return out
 
 
 def decision_mode(folder: Path) -> dict[str, Any]:
-    """Choose the preset's threshold and learn guards on the dev stream; report them on all three slices."""
+    """Choose the preset's prior weight, threshold and learn guards on the dev stream; report the chosen
+    rule, today's (the model's posterior at the old threshold) and the arg-max on all three slices, each
+    through ``sgm eval``'s harness (the service's decision code)."""
     raw_docs, _ = harness_streams(folder)
     dev = dev_size(len(raw_docs))
     spam = preset("spam")
+    theta = float(spam.model["params"].get("theta", 1.0))
     report = evaluate_prequential(spam.model_config(), raw_docs, EvalSetup(mode="prequential"), keep_outcomes=True)
     outcomes: Outcomes = report.pop("_outcomes")
     # learned before scored document i (= stream document i + 1): the labels of stream documents 0..i
@@ -606,23 +636,45 @@ def decision_mode(folder: Path) -> dict[str, Any]:
     for doc in raw_docs[:-1]:
         counts[0 if POSITIVE in doc.labels else 1] += 1
         learned.append((counts[0], counts[1]))
+    # the class prior's log ratio when each document was scored (no decay in the preset: document counts)
+    ratio = [math.log(n / m) if n and m else math.nan for n, m in learned]
     truth = [POSITIVE in t for t in outcomes.true_sets]
-    ranked = choose_decision(truth[: dev - 1], outcomes.p_positive[: dev - 1], learned[: dev - 1], FP_COST)
+    ranked = choose_decision(truth[: dev - 1], outcomes.positive_odds[: dev - 1], ratio[: dev - 1], theta,
+                             learned[: dev - 1], FP_COST)
     print(f"dev = the first {dev} messages; cost = {FP_COST} x FP + FN on dev; best 10:")
     for cost, rule, fp, fn, waiting in ranked[:10]:
         print(f"  cost {cost:5.0f}  FP {fp:3d}  FN {fn:3d}  not ready {waiting:4d}  {rule}")
+    best_per_weight = {}
+    for cost, rule, fp, fn, waiting in ranked:
+        best_per_weight.setdefault(rule.prior_weight, (cost, rule, fp, fn, waiting))
+    print("best per prior weight (dev), then its FP / FN / cost after dev:")
+    per_weight = []
+    for weight, (cost, rule, fp, fn, _) in sorted(best_per_weight.items(), key=lambda kv: -1 if kv[0] is None else kv[0]):
+        p = decision_posteriors(outcomes.positive_odds, ratio, theta, rule.prior_weight)[dev - 1:]
+        ready = np.asarray([n >= rule.min_spam and m >= rule.min_ham for n, m in learned[dev - 1:]])
+        said, y = ready & (p >= rule.threshold), np.asarray(truth[dev - 1:])
+        after_fp, after_fn = int((said & ~y).sum()), int((~said & y).sum())
+        per_weight.append({"rule": rule.to_dict(), "dev": [cost, fp, fn],
+                           "after": [FP_COST * after_fp + after_fn, after_fp, after_fn]})
+        print(f"  weight {weight!s:4s}  dev cost {cost:4.0f} (FP {fp:3d}, FN {fn:3d})  after dev cost "
+              f"{FP_COST * after_fp + after_fn:4d} (FP {after_fp:3d}, FN {after_fn:3d})  {rule}")
     chosen = ranked[0][1]
+    today = SpamDecision("spam", 0.99683, 0, 0)  # the model's posterior at the threshold chosen before (r17)
     rows = []
-    for label, result in sliced(apply_decision(outcomes, learned, chosen), dev, chosen).items():
-        rows.append((f"chosen {chosen.threshold:g}/{chosen.min_spam}/{chosen.min_ham}, {label}", result))
+    for name, rule in ((f"chosen {chosen.threshold:g}/{chosen.min_spam}/{chosen.min_ham}, prior weight "
+                        f"{chosen.prior_weight}", chosen), ("before: 0.99683 on the model's posterior", today)):
+        run = evaluate_prequential(spam.model_config(), raw_docs, EvalSetup(mode="prequential", decision=rule),
+                                   keep_outcomes=True)
+        for label, result in sliced(run.pop("_outcomes"), dev, rule).items():
+            rows.append((f"{name}, {label}", result))
     for label, result in sliced(outcomes, dev, None).items():
         rows.append((f"arg-max (no guards), {label}", result))
     spamassassin = SpamDecision("spam", 0.5, 200, 200)  # for comparison: SpamAssassin's default guards
     for label, result in sliced(apply_decision(outcomes, learned, spamassassin), dev, spamassassin).items():
         rows.append((f"0.5 with guards 200/200, {label}", result))
     print(table(rows))
-    return {"chosen": chosen.to_dict(), "fp_cost": FP_COST, "top": [(c, r.to_dict(), fp, fn, w)
-                                                                      for c, r, fp, fn, w in ranked[:20]]}
+    return {"chosen": chosen.to_dict(), "fp_cost": FP_COST, "per_prior_weight": per_weight,
+            "top": [(c, r.to_dict(), fp, fn, w) for c, r, fp, fn, w in ranked[:20]], "rows": rows}
 
 
 def apply_decision(outcomes: Outcomes, learned: Sequence[tuple[int, int]], decision: SpamDecision) -> Outcomes:

@@ -87,11 +87,10 @@ class Scoring:
     def decide(self, top_labels: list, top_p: np.ndarray, labels: list) -> list[dict]:
         """The decision object of each record; its labels become the verdict's (in place)."""
         decision, model = self.decision, self.state.model
-        learned = decision.learned_from(model)
+        learned, shift = decision.learned_from(model), decision.prior_shift(model)
         out = []
         for row, (names, posteriors) in enumerate(zip(top_labels, top_p.tolist())):
-            p_spam = posteriors[names.index(decision.label)] if decision.label in names else 0.0
-            made = decision.output(min(max(p_spam, 0.0), 1.0), learned)
+            made = decision.output(decision.posterior(names, posteriors, shift), learned)
             labels[row] = decision.labels(made["verdict"], names)
             out.append(made)
         return out

@@ -33,7 +33,7 @@ KAFKA_SETTINGS = {
 
 #: The service settings of a spam decision (consumers/decision.py): ``sgm score --state-dir`` applies it as the
 #: service does, ``sgm stats`` shows the state of its learn guards.
-DECISION_SETTINGS = {"preset", "spam_label", "spam_threshold", "min_spam", "min_ham"}
+DECISION_SETTINGS = {"preset", "spam_label", "spam_threshold", "spam_prior_weight", "min_spam", "min_ham"}
 
 
 class Unreachable(RuntimeError):
