@@ -49,7 +49,7 @@ def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_decision_arguments(parser: argparse.ArgumentParser, title: str) -> None:
-    """The spam decision flags of ``sgm serve`` (``--preset``, ``--spam-threshold``, ``--min-spam``...)."""
+    """The spam decision flags of ``sgm serve`` (``--preset``, ``--spam-threshold``, ``--spam-prior-weight``...)."""
     group = parser.add_argument_group(title)
     exclude = tuple(f.name for f in dataclasses.fields(service_config.ServiceConfig) if f.name not in DECISION_SETTINGS)
     service_config.add_arguments(group, exclude=exclude)
