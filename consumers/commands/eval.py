@@ -186,8 +186,8 @@ def format_summary(report: dict[str, Any], label: str = "") -> str:
                           for target, value in (report.get("fn_at_fp_pct") or {}).items())
         decision = report.get("decision")
         weight = f", prior weight {decision['prior_weight']:g}" if decision and "prior_weight" in decision else ""
-        rule = (f"threshold {decision['threshold']:g}{weight}, min_spam {decision['min_spam']}, min_ham "
-                f"{decision['min_ham']}: not_ready {decision['not_ready']}" if decision else "arg-max")
+        rule = (f"threshold {decision['threshold']:g}, min_spam {decision['min_spam']}, min_ham "
+                f"{decision['min_ham']}{weight}: not_ready {decision['not_ready']}" if decision else "arg-max")
         lines.append(f"  fp_rate_pct={show(report['fp_rate_pct'])}  fn_rate_pct={show(report['fn_rate_pct'])} ({rule})"
                      f"  {at_fp}")
     lines.append(f"  learn {show(report['learn_docs_per_s'])} docs/s, score {show(report['score_docs_per_s'])} docs/s; "
