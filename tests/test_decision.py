@@ -100,6 +100,8 @@ def test_prior_weight_settings_round_trip_and_show_in_outputs():
     assert rule.posterior(["spam", "ham"], [1.0, 0.0], {"spam": -3.0, "ham": 0.0}) == 1.0
     assert ServiceConfig(preset="spam", spam_prior_weight=2.0).decision().prior_weight == 2.0
     assert ServiceConfig(spam_threshold=0.9).decision().prior_weight is None
+    with pytest.raises(ValueError, match="prior_weight"):
+        ServiceConfig(spam_prior_weight=-1.0)
 
 
 def test_service_config_takes_the_preset_and_lets_flags_override_it(tmp_path):
