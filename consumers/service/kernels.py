@@ -1,20 +1,20 @@
-"""The model's compiled kernels, made ready before a process joins its consumer group, and said so.
+"""The model's compiled kernels: compiled on first use, said so in the log; warmed ahead by ``sgm warm``.
 
 The model's inner loops (``model/loops/``, the compiled tokenizer, the power-law
-discounts) are compiled by numba on first use, only those a process calls, and
-cached on disk (in ``NUMBA_CACHE_DIR`` when set, else next to the installed
-files). On a fresh install that first compilation is most of a start: ~8 s of
-CPU for one configuration, 25-60 s before the first batch on a busy machine;
-with a warm cache loading them takes a fraction of a second.
+discounts) are compiled by numba the first time a process calls them -- only
+those it calls: a trainer compiles no scoring kernel, a service of whole emails
+no text tokenizer -- and cached on disk (in ``NUMBA_CACHE_DIR`` when set, else
+next to the installed files). On a fresh install that compilation is most of a
+start: 10-30 s before the first scored document on this 2-core machine; with a
+warm cache loading the kernels takes well under a second (bench/cold_start.py).
 
-:func:`prepare_kernels` runs what a process will run -- learning, unlearning and
-forgetting and, for a classifier, scoring -- on a throwaway model of the
-process's own configuration, with text and term-count documents, so the first
-real batch finds its kernels compiled. The service calls it after restoring its
-model and before it connects: a replica that joins a group already holding
-partitions does not stall them while it compiles, and its log says what it is
-waiting for. ``sgm warm`` runs it at image build time (deploy/Dockerfile).
-The real model is never touched.
+:class:`CompileLog` makes the wait visible: the service logs "compiling the
+scoring kernels (first start only ...)" when numba starts compiling and, after
+the batch, how many functions took how long. :func:`prepare_kernels` runs what a
+process may run -- learning, unlearning, forgetting and scoring text and term
+counts -- on a throwaway model of one configuration, so that later processes
+find every kernel cached: ``sgm warm`` does it where images are built
+(deploy/Dockerfile), ``sgm demo`` before its stream starts.
 """
 from __future__ import annotations
 
@@ -117,13 +117,33 @@ def prepare_kernels(model_config: Mapping[str, Any], *, scores: bool = True,
     return KernelsReady(time.perf_counter() - started, watch.compiled)
 
 
-def prepare_for_service(model_config: Mapping[str, Any], *, scores: bool) -> KernelsReady:
-    """:func:`prepare_kernels` with the service's log lines: what it waits for, and how long it took."""
-    ready = prepare_kernels(model_config, scores=scores,
-                            on_compile=lambda: log.info(COMPILING, extra={"numba_cache": cache_location()}))
-    if ready.compiled:
-        log.info("kernels compiled", extra={"seconds": round(ready.seconds, 2), "functions": ready.compiled,
-                                            "numba_cache": cache_location()})
-    else:
-        log.debug("kernels loaded from the cache", extra={"seconds": round(ready.seconds, 2)})
-    return ready
+class CompileLog:
+    """Logs, for the service, when numba compiles and what it cost (no event, no line: a warm cache is silent).
+
+    Registered while the service runs; :meth:`report` after each step writes one line per round of
+    compilation. Compile events come only on a cache miss, so the listener costs nothing afterwards.
+    """
+
+    def __init__(self) -> None:
+        self.watch = _CompileWatch(self._first)
+        self.reported = 0
+        self.since: float | None = None
+        event.register("numba:compile", self.watch)
+
+    def _first(self) -> None:
+        self.since = time.perf_counter()
+        message = COMPILING if self.reported == 0 else "compiling a kernel on its first use (cached for the next start) ..."
+        log.info(message, extra={"numba_cache": cache_location()})
+
+    def report(self) -> None:
+        """After a step: if something was compiled, say how much and how long the step waited for it."""
+        watch = self.watch
+        if watch.compiled != self.reported:
+            seconds = time.perf_counter() - self.since if self.since is not None else 0.0
+            log.info("kernels compiled", extra={"functions": watch.compiled - self.reported,
+                                                "seconds": round(seconds, 2), "numba_cache": cache_location()})
+            self.reported = watch.compiled
+            watch.on_first = self._first  # the next compilation is announced again
+
+    def close(self) -> None:
+        event.unregister("numba:compile", self.watch)

@@ -31,7 +31,7 @@ from .connections import Connections
 from .dead_letters import DeadLetters
 from .gauges import Gauges
 from .housekeeping import freeze_long_lived_heap
-from .kernels import prepare_for_service
+from .kernels import CompileLog
 from .prequential import RecentPredictions
 from .retry import RESET_AFTER_ERRORS, RETRY_BACKOFF_MIN, KafkaErrors, next_backoff
 from .scoring import Scoring
@@ -76,7 +76,7 @@ class Service:
         self.limits = DEFAULT_LIMITS
         self.store = SnapshotStore(config.state_dir, keep=config.snapshot_keep, max_bytes=config.max_snapshot_bytes)
         self.state = ModelState()  # the model and its training offsets, restored at start
-        self.kernels_ready = False  # the model's compiled kernels, prepared once before connecting
+        self.compile_log: CompileLog | None = None  # says when the first batches wait for numba (kernels.py)
         self.metrics_address: tuple[str, int] | None = None
         self.started = threading.Event()
         self.errors = KafkaErrors(self.metrics.transport_errors)
@@ -118,15 +118,15 @@ class Service:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        """Restore the model, prepare its compiled kernels, create topics, open consumers/producer, expose metrics.
+        """Restore the model, create topics, open consumers/producer, expose metrics.
 
         The snapshot is checked first: a corrupt or oversized one stops the
         process before it touches Kafka. :meth:`run` retries the Kafka part
         with backoff; a direct call raises :class:`KafkaTransportError`.
         """
+        self._watch_compilation()
         self._restore()
         self._open_metrics_endpoint()
-        self._prepare_kernels()
         self._connect()
         self._serve_metrics()
         freeze_long_lived_heap()
@@ -144,10 +144,10 @@ class Service:
         """
         errors = self.errors
         try:
+            self._watch_compilation()
             if not self.started.is_set():
                 self._restore()
                 self._open_metrics_endpoint()
-                self._prepare_kernels()
                 self._retry(stop, self._connect)
                 if stop.is_set():
                     return
@@ -177,6 +177,9 @@ class Service:
 
     def close(self) -> None:
         """Snapshot, commit, leave the group and release everything (graceful shutdown)."""
+        if self.compile_log is not None:
+            self.compile_log.close()
+            self.compile_log = None
         try:
             self.checkpoint.final_snapshot()
         finally:
@@ -190,12 +193,9 @@ class Service:
             restored = restore(self.config, self.store, self.metrics)
             self.state.model, self.state.train_offsets = restored.model, restored.train_offsets
 
-    def _prepare_kernels(self) -> None:
-        # Before joining the group (a replica compiling its kernels, on a fresh install, would hold partitions
-        # idle), after the metrics endpoint opens (sgm_up stays 0 meanwhile). See kernels.py.
-        if not self.kernels_ready:
-            prepare_for_service(self.config.model_config(), scores=self.config.classifies)
-            self.kernels_ready = True
+    def _watch_compilation(self) -> None:
+        if self.compile_log is None:
+            self.compile_log = CompileLog()
 
     def _connect(self) -> None:
         self.errors.stage = "start"
@@ -276,6 +276,8 @@ class Service:
             self.checkpoint.snapshot()
         if self.gauges.due(now):
             self.gauges.refresh()
+        if self.compile_log is not None:
+            self.compile_log.report()
         return worked
 
     # ------------------------------------------------------------------ entry points of the parts
