@@ -30,7 +30,7 @@ from .checkpoint import Checkpoint, ModelState, restore
 from .connections import Connections
 from .dead_letters import DeadLetters
 from .gauges import Gauges
-from .housekeeping import freeze_long_lived_heap
+from .housekeeping import HeapFreezer, freeze_long_lived_heap
 from .kernels import CompileLog
 from .prequential import RecentPredictions
 from .retry import RESET_AFTER_ERRORS, RETRY_BACKOFF_MIN, KafkaErrors, next_backoff
@@ -77,6 +77,7 @@ class Service:
         self.store = SnapshotStore(config.state_dir, keep=config.snapshot_keep, max_bytes=config.max_snapshot_bytes)
         self.state = ModelState()  # the model and its training offsets, restored at start
         self.compile_log: CompileLog | None = None  # says when the first batches wait for numba (kernels.py)
+        self.heap = HeapFreezer()  # what was learned leaves the garbage collector's view (housekeeping.py)
         self.metrics_address: tuple[str, int] | None = None
         self.started = threading.Event()
         self.errors = KafkaErrors(self.metrics.transport_errors)
@@ -262,6 +263,7 @@ class Service:
                                                   timeout=0.0 if score_consumer else cfg.poll_timeout)
         if records:
             self.training.apply(records)
+            self.heap.learned(len(records))
             worked = True
         if score_consumer is not None:
             errors.stage = "score_poll"
