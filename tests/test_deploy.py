@@ -51,6 +51,9 @@ ALERTS = DEPLOY / "prometheus" / "alerts.yml"
 TARGET_LABELS = {"job", "instance"}
 #: Series Prometheus makes itself (alert rules may use them; the dashboard does not need to).
 SYNTHETIC_SERIES = {"up"}
+#: prometheus_client's process collector, under the names every process dashboard expects.
+PROCESS_METRICS = {"process_virtual_memory_bytes", "process_resident_memory_bytes", "process_start_time_seconds",
+                   "process_cpu_seconds_total", "process_open_fds", "process_max_fds"}
 PROMQL_FUNCTIONS = set("""
 abs absent absent_over_time ceil changes clamp clamp_max clamp_min day_of_month day_of_week day_of_year days_in_month
 delta deriv exp floor histogram_quantile histogram_count histogram_sum histogram_fraction holt_winters hour idelta
@@ -136,7 +139,7 @@ def exported(tmp_path_factory) -> dict[str, set[str]]:
                 out.setdefault(sample_name, set()).update(metric._labelnames)
                 if sample_name.endswith("_bucket"):
                     out[sample_name].add("le")
-    assert set(found.types) == {n for n in found.types if n.startswith("sgm_")}
+    assert {n for n in found.types if not n.startswith("sgm_")} <= PROCESS_METRICS  # the standard process_* names
     return out
 
 
@@ -214,15 +217,19 @@ def test_dashboard_json_is_a_provisionable_grafana_dashboard(exported):
         if panel["type"] == "row":
             continue
         assert panel["type"] in ("timeseries", "stat"), panel["title"]
-        assert panel["datasource"]["uid"] == datasource["uid"], panel["title"]
+        assert panel["datasource"] == {"type": datasource["type"], "uid": "${datasource}"}, panel["title"]
         ref_ids = [t["refId"] for t in panel["targets"]]
         assert ref_ids and len(ref_ids) == len(set(ref_ids)), panel["title"]
-        assert all(t["datasource"]["uid"] == datasource["uid"] for t in panel["targets"]), panel["title"]
+        assert all(t["datasource"] == panel["datasource"] for t in panel["targets"]), panel["title"]
     # panels do not overlap
     cells = Counter((x, y) for p in dashboard["panels"] for x in range(p["gridPos"]["x"], p["gridPos"]["x"] + p["gridPos"]["w"])
                     for y in range(p["gridPos"]["y"], p["gridPos"]["y"] + p["gridPos"]["h"]))
     assert max(cells.values()) == 1, "overlapping panels"
     for variable in dashboard["templating"]["list"]:  # label_values(<selector>, <label>) of a metric we export
+        if variable["type"] == "datasource":
+            assert variable["query"] == datasource["type"]  # any Prometheus: the provisioned one is the default
+            continue
+        assert variable["datasource"] == {"type": datasource["type"], "uid": "${datasource}"}, variable["name"]
         selector, label = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", variable["query"]).groups()
         (metric, _), = parse_promql(selector)[0]
         assert metric in exported and label in TARGET_LABELS | exported[metric], variable["name"]
@@ -427,6 +434,21 @@ def test_dockerfile_installs_the_package_and_runs_sgm_serve_unprivileged():
     assert ignore[ignore.index("*") if "*" in ignore else 0] == "*"
     assert {f"!{p}" if (ROOT / p).is_file() else f"!{p}/" for p in copied} <= set(ignore)
     assert "9464" in dockerfile["EXPOSE"]
+
+
+def test_dockerfile_warms_the_kernel_cache_for_the_user_that_serves():
+    """A container starts warm: the numba cache is a fixed directory, filled by `sgm warm` at build time
+    as the serving user (after the package is installed: numba checks the source files' stamps)."""
+    text = re.sub(r"\\\n", " ", (DEPLOY / "Dockerfile").read_text())
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    cache = re.search(r"\bNUMBA_CACHE_DIR=(\S+)", text).group(1)
+    assert cache.startswith("/") and "tmp" not in cache
+    warm = next(i for i, line in enumerate(lines) if re.fullmatch(r"RUN sgm warm\b.*", line))
+    install = next(i for i, line in enumerate(lines) if re.search(r"pip install \.", line))
+    user = max(i for i, line in enumerate(lines) if line.startswith("USER "))
+    assert install < user < warm, "sgm warm runs after the install, as the serving user"
+    assert any("chown" in line and "$NUMBA_CACHE_DIR" in line for line in lines[:user])
+    assert "NUMBA_CPU_NAME" in text  # a cache keyed by the build machine's CPU model would miss elsewhere
 
 
 def test_docker_compose_config_when_a_compose_client_exists():
