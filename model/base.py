@@ -39,6 +39,7 @@ from .loops.scoring import keep_seen_terms
 from .persistence import ExtraState, dump, dumps, loads, state_checksum
 from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
 from .state import CountState
+from .term_class_weights import term_class_weights
 from .text import Document, Tokenizer, batch_term_counts, check_term_types, term_counts
 
 Labels = str | Sequence[str]
@@ -460,6 +461,15 @@ class GenerativeTextModel:
 
     # ------------------------------------------------------------ scoring
     def _prepare(self, docs: Sequence[Document]) -> PreparedBatch:
+        """Known terms of each document and their weights, times the ``fw`` weights when the spec has them."""
+        batch = self._prepare_weights(docs)
+        if self.spec.class_weights and len(batch.terms):
+            params = self.params
+            batch.weights = batch.weights * term_class_weights(self.state, batch.terms, params["gamma"],
+                                                               params["kappa"], params["eps"])
+        return batch
+
+    def _prepare_weights(self, docs: Sequence[Document]) -> PreparedBatch:
         """Known terms of each document and their weights (unseen terms are skipped).
 
         One vocabulary lookup and one set of array operations for the whole
@@ -505,6 +515,20 @@ class GenerativeTextModel:
             names = state.classes.names
             cached = self._names = (state.class_version, active, [self._class_name(names[i]) for i in active.tolist()])
         return cached[1], cached[2]
+
+    @property
+    def prior_scale(self) -> float:
+        """``theta``: the weight of :meth:`class_log_prior` in every label score (1 without prior scaling)."""
+        return float(self.params.get("theta", 1.0))
+
+    def class_log_prior(self) -> tuple[list, np.ndarray]:
+        """Active classes (as :meth:`class_names`) and their unscaled log prior ``log p(l)``: the class's
+        (decayed) document count over the sum of them. The scoring kernel adds :attr:`prior_scale` times it."""
+        active, names = self.class_names()
+        if not len(active):
+            return names, np.empty(0)
+        docs = self.state.cls_docs.get(active)
+        return names, np.log(docs) - math.log(self.state.class_docs_total.value)
 
     def predict_log_proba_many(self, docs: Iterable[Document]) -> tuple[list, np.ndarray]:
         """Log posteriors of a batch: ``(classes, array of shape (n_docs, n_classes))``."""

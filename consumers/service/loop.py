@@ -32,7 +32,8 @@ from .checkpoint import Checkpoint, LogIdentity, ModelState, restore
 from .connections import Connections
 from .dead_letters import DeadLetters
 from .gauges import Gauges
-from .housekeeping import freeze_long_lived_heap
+from .housekeeping import HeapFreezer, freeze_long_lived_heap
+from .kernels import CompileLog
 from .log_identity import LogReset, TrainingLog
 from .prequential import RecentPredictions
 from .readiness import Readiness
@@ -88,6 +89,8 @@ class Service:
         self.limits = DEFAULT_LIMITS
         self.store = SnapshotStore(config.state_dir, keep=config.snapshot_keep, max_bytes=config.max_snapshot_bytes)
         self.state = ModelState()  # the model and its training offsets, restored at start
+        self.compile_log: CompileLog | None = None  # says when the first batches wait for numba (kernels.py)
+        self.heap = HeapFreezer()  # what was learned leaves the garbage collector's view (housekeeping.py)
         self.metrics_address: tuple[str, int] | None = None
         self.started = threading.Event()
         self.errors = KafkaErrors(self.metrics.transport_errors)
@@ -156,6 +159,7 @@ class Service:
         process before it touches Kafka. :meth:`run` retries the Kafka part
         with backoff; a direct call raises :class:`KafkaTransportError`.
         """
+        self._watch_compilation()
         self.prepare()
         self._connect()
         self._serve_metrics()
@@ -176,6 +180,7 @@ class Service:
         """
         errors = self.errors
         try:
+            self._watch_compilation()
             if not self.started.is_set():
                 self.prepare()
                 self._retry(stop, self._connect, deadline=self.config.connect_timeout)
@@ -209,6 +214,9 @@ class Service:
     def close(self) -> None:
         """Snapshot, commit, leave the group and release everything (graceful shutdown)."""
         self.readiness.running = False
+        if self.compile_log is not None:
+            self.compile_log.close()
+            self.compile_log = None
         try:
             if not self.checkpoint.final_snapshot():
                 self.exit_status = 1
@@ -225,6 +233,10 @@ class Service:
         if self.state.model is None:
             restored = restore(self.config, self.store, self.metrics)
             self.state.model, self.state.train_offsets = restored.model, restored.train_offsets
+
+    def _watch_compilation(self) -> None:
+        if self.compile_log is None:
+            self.compile_log = CompileLog()
 
     def _check_state_dir(self) -> None:
         """Snapshots must be writable: find out now, not at the first snapshot (or the final one)."""
@@ -376,6 +388,7 @@ class Service:
             records = train_consumer.poll(cfg.max_poll_records, timeout=0.0 if score_consumer else cfg.poll_timeout)
             if records:
                 self.training.apply(records)
+                self.heap.learned(len(records))
                 worked = True
             if not self.readiness.caught_up and self.readiness.progress(connections.train_consumer, bool(records)):
                 self._open_scoring_when_ready()
@@ -415,6 +428,8 @@ class Service:
                 else:
                     self.stalls.check(ends)
         self.readiness.publish()
+        if self.compile_log is not None:
+            self.compile_log.report()
         return worked
 
     # ------------------------------------------------------------------ entry points of the parts
