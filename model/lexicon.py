@@ -22,17 +22,17 @@ changed names in one compiled pass.
 """
 from __future__ import annotations
 
-from collections import Counter
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from numba import njit
 
-from .text import ASCII_DELETED, ASCII_SEPARATORS, Tokenizer
+from .text import ASCII_DELETED, ASCII_SEPARATORS, SPLIT_READY, Tokenizer
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 _EMPTY, _DELETED = -1, -2
+_NO_FILTER = np.zeros(0, dtype=np.int64)
 
 # Byte classes for the kernel: 0 = part of a token, 1 = separator (whitespace as str.split()
 # sees it, or punctuation, which the tokenizer maps to a space), 2 = deleted (the apostrophe).
@@ -167,13 +167,14 @@ def _rehash(unknown_hash, n_unknown, size):  # pragma: no cover - compiled
 def _split_words(data, begin, end, byte_class, lowercase, max_len, buf, starts, ends, hashes):  # pragma: no cover
     """Clean ``data[begin:end]`` into ``buf`` (lower-case, separators, dropped apostrophes) and split it.
 
-    Words longer than ``max_len`` are dropped; each kept word's bounds in
+    Words longer than ``max_len`` characters (UTF-8) are dropped; each kept word's bounds in
     ``buf`` and its FNV-1a hash (computed as its bytes go by) are written to
     ``starts``/``ends``/``hashes``. Returns the number of words.
     """
     n_words = 0
     length = 0
     word_start = -1
+    chars = 0  # characters of the word so far: UTF-8 bytes other than continuation bytes
     h = _FNV_OFFSET
     for i in range(begin, end + 1):
         if i < end:
@@ -188,12 +189,15 @@ def _split_words(data, begin, end, byte_class, lowercase, max_len, buf, starts, 
         if kind == 0:
             if word_start < 0:
                 word_start = length
+                chars = 0
                 h = _FNV_OFFSET
             buf[length] = b
             length += 1
+            if (b & 0xC0) != 0x80:
+                chars += 1
             h = (h ^ np.uint64(b)) * _FNV_PRIME
         elif word_start >= 0:
-            if length - word_start <= max_len:
+            if chars <= max_len:
                 starts[n_words] = word_start
                 ends[n_words] = length
                 hashes[n_words] = h
@@ -214,8 +218,13 @@ def _ngram_hash(buf, starts, ends, hashes, first, n):  # pragma: no cover - comp
 
 @njit(cache=True, nogil=True)
 def _known_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slot_hash, slot_term, term_bytes,
-                 term_start, term_len, mark, position, serial, out_owner, out_terms, out_counts):  # pragma: no cover
-    """Known terms of each document with their counts, in first-occurrence order; returns how many."""
+                 term_start, term_len, mark, position, serial, out_owner, out_terms, out_counts,
+                 entries):  # pragma: no cover
+    """Known terms of each document with their counts, in first-occurrence order; returns how many.
+
+    With a non-empty ``entries`` only terms ``t`` with ``entries[t] > 0`` count as known.
+    """
+    filtered = entries.shape[0] > 0
     n_out = 0
     buf = np.empty(data.shape[0], dtype=np.uint8)
     starts = np.empty(data.shape[0] // 2 + 1, dtype=np.int64)
@@ -229,13 +238,13 @@ def _known_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slot_
         for first in range(n_words):
             term = _find(slot_hash, slot_term, term_bytes, term_start, term_len, hashes[first], buf, starts, ends,
                          first, 1)
-            if term >= 0:
+            if term >= 0 and (not filtered or (term < entries.shape[0] and entries[term] > 0)):
                 n_out = _count_term(term, term, d, serial, mark, position, out_owner, out_terms, out_counts, n_out)
         for n in range(2, ngrams + 1):
             for first in range(0, n_words - n + 1):
                 h = _ngram_hash(buf, starts, ends, hashes, first, n)
                 term = _find(slot_hash, slot_term, term_bytes, term_start, term_len, h, buf, starts, ends, first, n)
-                if term >= 0:
+                if term >= 0 and (not filtered or (term < entries.shape[0] and entries[term] > 0)):
                     n_out = _count_term(term, term, d, serial, mark, position, out_owner, out_terms, out_counts,
                                         n_out)
     return n_out, serial
@@ -342,11 +351,37 @@ def _hash_bytes(data: bytes) -> np.uint64:
     return _fnv(np.frombuffer(data, dtype=np.uint8), 0, len(data), _FNV_OFFSET)
 
 
-def _in_document_order(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
-    """Concatenate ``(owner, terms, counts)`` parts (compiled and Python-tokenized documents) by owner, stably."""
-    owner = np.concatenate([p[0] for p in parts])
-    order = np.argsort(owner, kind="stable")
-    return owner[order], np.concatenate([p[1] for p in parts])[order], np.concatenate([p[2] for p in parts])[order]
+def _encoded(texts: Sequence[str], lowercase: bool) -> tuple[bytes, list[int]]:
+    """The bytes the compiled tokenizer reads, and each text's length in them.
+
+    ASCII text goes as it is (the kernel lower-cases and classifies its bytes).
+    Other text is made split-ready in C first, as the tokenizer's Unicode path
+    does it (``str.lower``, then the separators; non-ASCII spaces become ASCII
+    ones), and goes as UTF-8: the kernel then splits only at ASCII bytes, never
+    inside a character. Lone surrogates pass through (``surrogatepass``), as
+    term names are filed the same way.
+    """
+    joined = "".join(texts)
+    if joined.isascii():
+        return joined.encode("ascii"), [len(text) for text in texts]
+    parts = []
+    for text in texts:
+        if not text.isascii():
+            if lowercase:
+                text = text.lower()
+            parts.append(text.translate(SPLIT_READY).encode("utf-8", "surrogatepass"))
+        else:
+            parts.append(text.encode("ascii"))
+    return b"".join(parts), [len(part) for part in parts]
+
+
+def _utf8(names: list[str]) -> tuple[bytes, list[int]]:
+    """Names as one UTF-8 blob and each name's length in bytes."""
+    joined = "".join(names)
+    if joined.isascii():
+        return joined.encode("ascii"), [len(name) for name in names]
+    parts = [name.encode("utf-8", "surrogatepass") for name in names]
+    return b"".join(parts), [len(part) for part in parts]
 
 
 class TermLexicon:
@@ -356,69 +391,84 @@ class TermLexicon:
     --------
     >>> from sgm.model.interner import Interner
     >>> vocabulary = Interner()
-    >>> for term in ["cheap", "pills", "cheap pills", "dont"]:
+    >>> for term in ["cheap", "pills", "cheap pills", "dont", "café"]:
     ...     _ = vocabulary.add(term)
     >>> lexicon = TermLexicon(vocabulary)
-    >>> owner, terms, counts = lexicon.known_terms(["Cheap PILLS, cheap! Don't", "nothing"], Tokenizer(ngrams=2))
+    >>> owner, terms, counts = lexicon.known_terms(["Cheap PILLS, cheap! Don't", "nothing", "CAFÉ"],
+    ...                                            Tokenizer(ngrams=2))
     >>> [vocabulary.names[t] for t in terms], counts.tolist(), owner.tolist()
-    (['cheap', 'pills', 'dont', 'cheap pills'], [2.0, 1.0, 1.0, 1.0], [0, 0, 0, 0])
+    (['cheap', 'pills', 'dont', 'cheap pills', 'café'], [2.0, 1.0, 1.0, 1.0, 1.0], [0, 0, 0, 0, 2])
     """
 
     def __init__(self, interner) -> None:
         self.interner = interner
         self.serial = 0
+        self._unknown_bytes: tuple[np.ndarray, np.ndarray] | None = None
         self._build()
 
     def _build(self) -> None:
         self.interner.changes = []  # the interner logs added and removed ids from now on
         names = self.interner.names
-        capacity = 1 << max(4, (2 * max(len(names), 8) - 1).bit_length())
-        self.slot_hash = np.zeros(capacity, dtype=np.uint64)
-        self.slot_term = np.full(capacity, _EMPTY, dtype=np.int64)
+        capacity = 1 << max(4, (3 * max(len(names), 8) - 1).bit_length())  # at most a third full: room to grow
+        # what one lookup reads together is stored together (a cache miss each, not one per array):
+        # a slot's hash and term id; a term's bytes' start and length; a term's per-document mark and row
+        slots = np.zeros((capacity, 2), dtype=np.int64)
+        self.slot_hash, self.slot_term = slots.view(np.uint64)[:, 0], slots[:, 1]
+        self.slot_term[:] = _EMPTY
         self.term_hash = np.zeros(len(names), dtype=np.uint64)
-        self.term_start = np.zeros(len(names), dtype=np.int64)
-        self.term_len = np.full(len(names), -1, dtype=np.int64)
-        self.mark = np.full(len(names), -1, dtype=np.int64)
-        self.position = np.zeros(len(names), dtype=np.int64)
+        self._term_arrays(len(names))
         self.term_bytes = np.zeros(16, dtype=np.uint8)
         self.bytes_used = self.used = self.deleted = self.garbage = 0
         self._file(range(len(names)))
 
     def _file(self, ids) -> None:
-        """Add the ASCII names of ``ids`` (distinct, not filed) to the table, in one compiled pass."""
+        """Add the names of ``ids`` (distinct, not filed) to the table as UTF-8, in one compiled pass."""
         names = self.interner.names
-        filed = [(t, names[t]) for t in ids if names[t] is not None and names[t].isascii()]
+        filed = [t for t in ids if names[t] is not None]
         if not filed:
             return
-        blob = np.frombuffer("".join(name for _, name in filed).encode("ascii"), dtype=np.uint8)
+        blob, lengths = _utf8([names[t] for t in filed])
+        self._file_bytes(np.array(filed, dtype=np.int64), np.frombuffer(blob, dtype=np.uint8),
+                         np.array(lengths, dtype=np.int64))
+
+    def _file_bytes(self, ids: np.ndarray, blob: np.ndarray, lengths: np.ndarray) -> None:
         if self.bytes_used + len(blob) > len(self.term_bytes):
             bigger = np.zeros(max(2 * len(self.term_bytes), self.bytes_used + len(blob)), dtype=np.uint8)
             bigger[: self.bytes_used] = self.term_bytes[: self.bytes_used]
             self.term_bytes = bigger
         _file_terms(self.slot_hash, self.slot_term, self.term_bytes, self.bytes_used, self.term_hash, self.term_start,
-                    self.term_len, np.fromiter((t for t, _ in filed), dtype=np.int64, count=len(filed)), blob,
-                    np.fromiter((len(name) for _, name in filed), dtype=np.int64, count=len(filed)))
+                    self.term_len, ids, blob, lengths)
         self.bytes_used += len(blob)
-        self.used += len(filed)
+        self.used += len(ids)
+
+    def _term_arrays(self, size: int) -> None:
+        """Per term id: its bytes' (start, length) and its (mark, row) for counting, each pair side by side."""
+        location = np.zeros((size, 2), dtype=np.int64)
+        location[:, 1] = -1
+        counting = np.zeros((size, 2), dtype=np.int64)
+        counting[:, 0] = -1
+        self.term_start, self.term_len = location[:, 0], location[:, 1]
+        self.mark, self.position = counting[:, 0], counting[:, 1]
 
     def _ensure_ids(self, size: int) -> None:
         if size <= len(self.term_len):
             return
         size = max(size, 2 * len(self.term_len))
-        for name, fill in (("term_hash", 0), ("term_start", 0), ("term_len", -1), ("mark", -1), ("position", 0)):
-            old = getattr(self, name)
-            new = np.full(size, fill, dtype=old.dtype)
-            new[: len(old)] = old
-            setattr(self, name, new)
+        old = {name: getattr(self, name) for name in ("term_hash", "term_start", "term_len", "mark", "position")}
+        self._term_arrays(size)
+        self.term_hash = np.zeros(size, dtype=np.uint64)
+        for name, values in old.items():
+            getattr(self, name)[: len(values)] = values
 
     def sync(self) -> None:
         """Apply the interner's changes since the last call."""
-        changes, self.interner.changes = self.interner.changes, []
+        changes = self.interner.changes
         if changes is None:  # the interner stopped logging (too long unread): start afresh
             self._build()
             return
         if not changes:
             return
+        self.interner.changes = []
         if 2 * (self.used + self.deleted + len(changes)) > len(self.slot_term):
             self._build()  # from the interner as it is now; the table stays at most half full
             return
@@ -434,28 +484,17 @@ class TermLexicon:
         if self.garbage > max(1 << 16, self.bytes_used // 2):  # dead bytes of removed terms pile up
             self._build()
 
-    def known_terms(self, texts: Sequence[str], tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def known_terms(self, texts: Sequence[str], tokenizer: Tokenizer,
+                    entries: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(owner, term ids, counts)``: each text's terms that are in the vocabulary, with their counts.
 
         Documents in order; per document the terms in first-occurrence order,
-        exactly as ``Counter(tokenizer.tokens(text))`` lists them.
+        exactly as ``Counter(tokenizer.tokens(text))`` lists them. With
+        ``entries`` (per term id, e.g. how many entries it has) only terms with
+        ``entries[t] > 0`` are kept (in the same pass).
         """
         self.sync()
-        ascii_positions = [i for i, text in enumerate(texts) if text.isascii()]
-        if len(ascii_positions) == len(texts):
-            return self._compiled(texts, tokenizer)
-        parts = []
-        if ascii_positions:
-            owner, terms, counts = self._compiled([texts[i] for i in ascii_positions], tokenizer)
-            parts.append((np.asarray(ascii_positions, dtype=np.int64)[owner], terms, counts))
-        get = self.interner.ids.get
-        for i, text in enumerate(texts):
-            if not text.isascii():
-                counted = [(get(term), count) for term, count in Counter(tokenizer.tokens(text)).items()]
-                known = [(t, c) for t, c in counted if t is not None]
-                parts.append((np.full(len(known), i, dtype=np.int64), np.array([t for t, _ in known], dtype=np.int64),
-                              np.array([c for _, c in known], dtype=np.float64)))
-        return _in_document_order(parts)
+        return self._compiled(texts, tokenizer, entries=_NO_FILTER if entries is None else entries)
 
     def all_terms(self, texts: Sequence[str], tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
         """``(owner, terms, counts, new)``: every term of each text with its count, for learning.
@@ -463,8 +502,7 @@ class TermLexicon:
         Documents in order; per document the terms in first-occurrence order,
         exactly as ``Counter(tokenizer.tokens(text))`` lists them. A term in the
         vocabulary is its id; any other is ``-(k + 1)``, standing for the string
-        ``new[k]`` (the caller interns ``new`` and substitutes the ids). ASCII
-        text is tokenized and looked up in compiled code, other text in Python.
+        ``new[k]`` (the caller interns ``new`` and substitutes the ids).
 
         >>> from sgm.model.interner import Interner
         >>> vocabulary = Interner()
@@ -474,33 +512,48 @@ class TermLexicon:
         ([0, 0, 1], [0, -1, -1], [2.0, 1.0, 1.0], ['eggs'])
         """
         self.sync()
-        ascii_positions = [i for i, text in enumerate(texts) if text.isascii()]
-        if len(ascii_positions) == len(texts):
-            return self._compiled(texts, tokenizer, collect_unknown=True)
-        parts, new = [], []
-        if ascii_positions:
-            owner, terms, counts, new = self._compiled([texts[i] for i in ascii_positions], tokenizer,
-                                                       collect_unknown=True)
-            parts.append((np.asarray(ascii_positions, dtype=np.int64)[owner], terms, counts))
-        get = self.interner.ids.get
-        for i, text in enumerate(texts):
-            if not text.isascii():
-                counted = Counter(tokenizer.tokens(text))
-                terms = np.empty(len(counted), dtype=np.int64)
-                for row, term in enumerate(counted):
-                    known = get(term)
-                    if known is None:
-                        new.append(term)
-                        known = -len(new)
-                    terms[row] = known
-                parts.append((np.full(len(counted), i, dtype=np.int64), terms,
-                              np.fromiter(counted.values(), dtype=np.float64, count=len(counted))))
-        return (*_in_document_order(parts), new)
+        return self._compiled(texts, tokenizer, collect_unknown=True)
 
-    def _compiled(self, texts: Sequence[str], tokenizer: Tokenizer, collect_unknown: bool = False):
-        data = np.frombuffer("".join(texts).encode("ascii"), dtype=np.uint8)
+    def learn_terms(self, texts: Sequence[str], tokenizer: Tokenizer,
+                    intern: Callable[[list[str]], np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(owner, term ids, counts)`` of every term of each text, new terms interned on the way.
+
+        As :meth:`all_terms`, with the new terms given to ``intern`` (which
+        returns their ids, e.g. :meth:`model.state.CountState.intern_terms`)
+        and their ids substituted. The new terms are filed in the table
+        straight from the bytes the tokenizer saw (one compiled pass), so the
+        next lookup need not read them back from the interner.
+        """
+        owner, terms, counts, new = self.all_terms(texts, tokenizer)
+        if new:
+            new_ids = intern(new)
+            unknown = terms < 0
+            terms[unknown] = new_ids[-terms[unknown] - 1]
+            self._file_fresh(new_ids, *self._unknown_bytes)
+        self._unknown_bytes = None
+        return owner, terms, counts
+
+    def _file_fresh(self, ids: np.ndarray, blob: np.ndarray, lengths: np.ndarray) -> None:
+        """File terms the interner just added as ``ids`` (the last entries of its change log), from their bytes."""
+        changes = self.interner.changes
+        count = len(ids)
+        if changes is None or len(changes) < count or changes[-count:] != ids.tolist():
+            return  # not what was expected: the next sync files them from the interner
+        if 2 * (self.used + self.deleted + count) > len(self.slot_term):
+            return  # the table needs rebuilding: sync does it
+        del changes[-count:]
+        self._ensure_ids(len(self.interner.names))
+        self._file_bytes(ids, blob, lengths)
+
+    def _compiled(self, texts: Sequence[str], tokenizer: Tokenizer, collect_unknown: bool = False,
+                  entries: np.ndarray | None = None):
+        encoded, lengths = _encoded(texts, tokenizer.lowercase)
+        data = np.frombuffer(encoded, dtype=np.uint8)
         doc_starts = np.zeros(len(texts) + 1, dtype=np.int64)
-        np.cumsum([len(text) for text in texts], out=doc_starts[1:])
+        if len(texts) == 1:
+            doc_starts[1] = len(data)
+        else:
+            np.cumsum(lengths, out=doc_starts[1:])
         bound = tokenizer.ngrams * (len(data) // 2 + len(texts)) + 1  # a document of b bytes has <= (b + 1) // 2 words
         out_owner = np.empty(bound, dtype=np.int64)
         out_terms = np.empty(bound, dtype=np.int64)
@@ -509,9 +562,15 @@ class TermLexicon:
                 self.slot_hash, self.slot_term, self.term_bytes, self.term_start, self.term_len, self.mark,
                 self.position, self.serial, out_owner, out_terms, out_counts)
         if not collect_unknown:
-            n, self.serial = _known_terms(*args)
+            n, self.serial = _known_terms(*args, entries)
             return out_owner[:n], out_terms[:n], out_counts[:n]
         n, self.serial, text, text_start, text_len = _all_terms(*args)
-        blob = text.tobytes().decode("ascii")
-        new = [blob[start : start + length] for start, length in zip(text_start.tolist(), text_len.tolist())]
+        raw = text.tobytes()
+        if raw.isascii():
+            blob = raw.decode("ascii")
+            new = [blob[start : start + length] for start, length in zip(text_start.tolist(), text_len.tolist())]
+        else:
+            new = [raw[start : start + length].decode("utf-8", "surrogatepass")
+                   for start, length in zip(text_start.tolist(), text_len.tolist())]
+        self._unknown_bytes = (text, text_len)  # for _file_fresh: the new terms' bytes, in order, contiguous
         return out_owner[:n], out_terms[:n], out_counts[:n], new

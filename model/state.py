@@ -124,6 +124,11 @@ class CountState:
         self.free_stack = np.zeros(0, dtype=np.int64)  # freed slots, reused last-freed first
         self.free_top = 0
         self.ent_used = 0  # high-water mark of slots
+        # slots changed since the last changed_entries() (the compiled entry loops note them), for
+        # caches that follow the entries incrementally (a discount's per-label totals)
+        self.journal = np.zeros(1024, dtype=np.int64)
+        self.journal_fill = 0
+        self.journal_reader: object = None
         # totals
         self.total_mass = CompensatedSum()
         self.total_docs = CompensatedSum()
@@ -235,10 +240,12 @@ class CountState:
         return out
 
     def _counters(self) -> np.ndarray:
-        return np.array([self.ent_used, self.free_top, self.arena.used, self.arena.garbage, self.n_vocab], dtype=np.int64)
+        return np.array([self.ent_used, self.free_top, self.arena.used, self.arena.garbage, self.n_vocab,
+                         self.journal_fill], dtype=np.int64)
 
     def _take_counters(self, counters: np.ndarray) -> None:
-        self.ent_used, self.free_top, self.arena.used, self.arena.garbage, self.n_vocab = (int(v) for v in counters)
+        (self.ent_used, self.free_top, self.arena.used, self.arena.garbage, self.n_vocab,
+         self.journal_fill) = (int(v) for v in counters)
 
     def _grow_entries(self) -> None:
         size = max(16, 2 * len(self.ent_refs))
@@ -247,6 +254,7 @@ class CountState:
         self.ent_count.grow(size)
         self.ent_refs = grow(self.ent_refs, size)
         self.free_stack = grow(self.free_stack, size)
+        self.journal = grow(self.journal, size // 4)  # more changes than that: a pass over every entry is as cheap
 
     def _add_entries(self, terms: np.ndarray, classes: np.ndarray, values: np.ndarray) -> None:
         """Add ``values`` to the (term, class) entries in order, creating missing ones (compiled)."""
@@ -257,7 +265,7 @@ class CountState:
             status, at = add_entries(terms, classes, values, at, arena.slot, arena.cls, arena.start, arena.length,
                                      arena.capacity, self.ent_class, self.ent_term, self.ent_count.hi,
                                      self.ent_count.lo, self.ent_refs, self.free_stack, self.term_mass.hi,
-                                     self.term_mass.lo, self.cls_entries, counters)
+                                     self.term_mass.lo, self.cls_entries, counters, self.journal)
             if status == DONE:
                 break
             if status == NEED_ENTRIES:
@@ -543,7 +551,8 @@ class CountState:
         remove_entries(np.tile(terms, n_classes), np.repeat(np.array(record.classes, dtype=np.int64), len(terms)),
                        np.tile(contrib, n_classes), arena.slot, arena.cls, arena.start, arena.length,
                        self.ent_count.hi, self.ent_count.lo, self.ent_refs, self.free_stack, self.term_mass.hi,
-                       self.term_mass.lo, self.cls_entries, self.cls_mass.hi, self.cls_mass.lo, counters)
+                       self.term_mass.lo, self.cls_entries, self.cls_mass.hi, self.cls_mass.lo, counters,
+                       self.journal)
         self._take_counters(counters)
         if self.n_entries == 0:
             self.total_mass.zero()
@@ -608,6 +617,19 @@ class CountState:
             return 0.5
         value = self.n1 / (self.n1 + 2 * self.n2)
         return min(max(value, 1e-6), 1.0)
+
+    def changed_entries(self, reader: object) -> np.ndarray | None:
+        """Entry slots learning or unlearning changed since ``reader``'s last call (repeats possible).
+
+        ``None`` when the changes are not all known: more than the journal holds, or another
+        reader took them since; the reader then redoes its pass over every entry. Decay moves
+        every true value without touching a slot (see ``rebases`` and ``clock.scale()``).
+        """
+        fill, self.journal_fill = self.journal_fill, 0
+        if self.journal_reader is not reader:
+            self.journal_reader = reader
+            return None
+        return self.journal[:fill].copy() if fill <= len(self.journal) else None
 
     def active_classes(self) -> np.ndarray:
         """Ids of classes with at least one live document (ascending)."""
