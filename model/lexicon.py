@@ -52,39 +52,44 @@ def _fnv(data, start, end, h):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _insert(slot_hash, slot_term, h, term):  # pragma: no cover - compiled
+def _insert(slots, h, term):  # pragma: no cover - compiled
     # the caller keeps the table at most half full (deleted slots included): an empty slot exists
-    mask = slot_hash.shape[0] - 1
+    mask = slots.shape[0] - 1
     at = np.int64(h & np.uint64(mask))
-    while slot_term[at] != _EMPTY:  # deleted slots are not reused: they go at the next rebuild
+    while slots[at, 1] != _EMPTY:  # deleted slots are not reused: they go at the next rebuild
         at = (at + 1) & mask
-    slot_hash[at] = h
-    slot_term[at] = term
+    slots[at, 0] = np.int64(h)
+    slots[at, 1] = term
 
 
 @njit(cache=True, nogil=True)
-def _delete(slot_hash, slot_term, h, term):  # pragma: no cover - compiled
-    mask = slot_hash.shape[0] - 1
+def _delete(slots, h, term):  # pragma: no cover - compiled
+    mask = slots.shape[0] - 1
     at = np.int64(h & np.uint64(mask))
-    while slot_term[at] != _EMPTY:
-        if slot_term[at] == term:
-            slot_term[at] = _DELETED
+    while slots[at, 1] != _EMPTY:
+        if slots[at, 1] == term:
+            slots[at, 1] = _DELETED
             return
         at = (at + 1) & mask
 
 
 @njit(cache=True, nogil=True)
-def _find(slot_hash, slot_term, term_bytes, term_start, term_len, h, buf, starts, ends, first, n):  # pragma: no cover
-    """Id of the term equal to words ``first .. first + n - 1`` of ``buf`` joined by spaces, or -1."""
+def _find(slots, term_bytes, location, h, buf, starts, ends, first, n):  # pragma: no cover
+    """Id of the term equal to words ``first .. first + n - 1`` of ``buf`` joined by spaces, or -1.
+
+    ``slots[at] = (hash bits, term id)``, ``location[term] = (start, length)`` of its bytes in
+    ``term_bytes``: what a probe reads is side by side.
+    """
     length = n - 1
     for j in range(first, first + n):
         length += ends[j] - starts[j]
-    mask = slot_hash.shape[0] - 1
+    mask = slots.shape[0] - 1
     at = np.int64(h & np.uint64(mask))
-    while slot_term[at] != _EMPTY:
-        term = slot_term[at]
-        if term >= 0 and slot_hash[at] == h and term_len[term] == length:
-            p = term_start[term]
+    key = np.int64(h)
+    while slots[at, 1] != _EMPTY:
+        term = slots[at, 1]
+        if term >= 0 and slots[at, 0] == key and location[term, 1] == length:
+            p = location[term, 0]
             same = True
             for j in range(first, first + n):
                 if j > first:
@@ -106,13 +111,16 @@ def _find(slot_hash, slot_term, term_bytes, term_start, term_len, h, buf, starts
 
 
 @njit(cache=True, nogil=True)
-def _count_term(key, value, d, serial, mark, position, out_owner, out_terms, out_counts, n_out):  # pragma: no cover
-    """Count one occurrence of ``key`` in document ``d`` (its row says ``value``); returns the number of rows."""
-    if mark[key] == serial:
-        out_counts[position[key]] += 1.0
+def _count_term(key, value, d, serial, marks, out_owner, out_terms, out_counts, n_out):  # pragma: no cover
+    """Count one occurrence of ``key`` in document ``d`` (its row says ``value``); returns the number of rows.
+
+    ``marks[key] = (serial of the last document that counted it, its row there)``.
+    """
+    if marks[key, 0] == serial:
+        out_counts[marks[key, 1]] += 1.0
         return n_out
-    mark[key] = serial
-    position[key] = n_out
+    marks[key, 0] = serial
+    marks[key, 1] = n_out
     out_owner[n_out] = d
     out_terms[n_out] = value
     out_counts[n_out] = 1.0
@@ -121,14 +129,14 @@ def _count_term(key, value, d, serial, mark, position, out_owner, out_terms, out
 
 @njit(cache=True, nogil=True)
 def _doubled(array, fill):  # pragma: no cover - compiled
-    bigger = np.full(2 * array.shape[0], fill, dtype=array.dtype)
+    shape = (2 * array.shape[0],) + array.shape[1:]
+    bigger = np.full(shape, fill, dtype=array.dtype)
     bigger[: array.shape[0]] = array
     return bigger
 
 
 @njit(cache=True, nogil=True)
-def _add_unknown(h, buf, starts, ends, first, n, table_hash, table_term, text, text_start, text_len, n_unknown,
-                 n_text):  # pragma: no cover - compiled
+def _add_unknown(h, buf, starts, ends, first, n, table, text, location, n_unknown, n_text):  # pragma: no cover
     """File words ``first .. first + n - 1`` (joined by spaces) as unknown token ``n_unknown``.
 
     Returns the (possibly grown) arrays and the new byte count. The caller grows the table.
@@ -138,11 +146,10 @@ def _add_unknown(h, buf, starts, ends, first, n, table_hash, table_term, text, t
         length += ends[j] - starts[j]
     while n_text + length > text.shape[0]:
         text = _doubled(text, np.uint8(0))
-    if n_unknown >= text_start.shape[0]:
-        text_start = _doubled(text_start, 0)
-        text_len = _doubled(text_len, -1)
-    text_start[n_unknown] = n_text
-    text_len[n_unknown] = length
+    if n_unknown >= location.shape[0]:
+        location = _doubled(location, -1)
+    location[n_unknown, 0] = n_text
+    location[n_unknown, 1] = length
     for j in range(first, first + n):
         if j > first:
             text[n_text] = 32
@@ -150,17 +157,17 @@ def _add_unknown(h, buf, starts, ends, first, n, table_hash, table_term, text, t
         for i in range(starts[j], ends[j]):
             text[n_text] = buf[i]
             n_text += 1
-    _insert(table_hash, table_term, h, n_unknown)
-    return text, text_start, text_len, n_text
+    _insert(table, h, n_unknown)
+    return text, location, n_text
 
 
 @njit(cache=True, nogil=True)
 def _rehash(unknown_hash, n_unknown, size):  # pragma: no cover - compiled
-    table_hash = np.zeros(size, dtype=np.uint64)
-    table_term = np.full(size, _EMPTY, dtype=np.int64)
+    table = np.zeros((size, 2), dtype=np.int64)
+    table[:, 1] = _EMPTY
     for u in range(n_unknown):
-        _insert(table_hash, table_term, unknown_hash[u], u)
-    return table_hash, table_term
+        _insert(table, unknown_hash[u], u)
+    return table
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -217,9 +224,8 @@ def _ngram_hash(buf, starts, ends, hashes, first, n):  # pragma: no cover - comp
 
 
 @njit(cache=True, nogil=True)
-def _known_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slot_hash, slot_term, term_bytes,
-                 term_start, term_len, mark, position, serial, out_owner, out_terms, out_counts,
-                 entries):  # pragma: no cover
+def _known_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slots, term_bytes, location, marks, serial,
+                 out_owner, out_terms, out_counts, entries):  # pragma: no cover
     """Known terms of each document with their counts, in first-occurrence order; returns how many.
 
     With a non-empty ``entries`` only terms ``t`` with ``entries[t] > 0`` count as known.
@@ -235,30 +241,26 @@ def _known_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slot_
         n_words = _split_words(data, doc_starts[d], doc_starts[d + 1], byte_class, lowercase, max_len, buf, starts,
                                ends, hashes)
         # every n-gram of the kept words (unigrams first, as the tokenizer lists them)
-        for first in range(n_words):
-            term = _find(slot_hash, slot_term, term_bytes, term_start, term_len, hashes[first], buf, starts, ends,
-                         first, 1)
-            if term >= 0 and (not filtered or (term < entries.shape[0] and entries[term] > 0)):
-                n_out = _count_term(term, term, d, serial, mark, position, out_owner, out_terms, out_counts, n_out)
-        for n in range(2, ngrams + 1):
+        for n in range(1, ngrams + 1):
             for first in range(0, n_words - n + 1):
-                h = _ngram_hash(buf, starts, ends, hashes, first, n)
-                term = _find(slot_hash, slot_term, term_bytes, term_start, term_len, h, buf, starts, ends, first, n)
+                if n == 1:  # a constant word count lets the compiler specialize the comparison
+                    term = _find(slots, term_bytes, location, hashes[first], buf, starts, ends, first, 1)
+                else:
+                    h = _ngram_hash(buf, starts, ends, hashes, first, n)
+                    term = _find(slots, term_bytes, location, h, buf, starts, ends, first, n)
                 if term >= 0 and (not filtered or (term < entries.shape[0] and entries[term] > 0)):
-                    n_out = _count_term(term, term, d, serial, mark, position, out_owner, out_terms, out_counts,
-                                        n_out)
+                    n_out = _count_term(term, term, d, serial, marks, out_owner, out_terms, out_counts, n_out)
     return n_out, serial
 
 
 @njit(cache=True, nogil=True)
-def _all_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slot_hash, slot_term, term_bytes,
-               term_start, term_len, mark, position, serial, out_owner, out_terms, out_counts):  # pragma: no cover
+def _all_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slots, term_bytes, location, marks, serial,
+               out_owner, out_terms, out_counts):  # pragma: no cover
     """:func:`_known_terms` with the other tokens as rows too, for learning.
 
     Unknown token ``u`` (numbered in first-occurrence order over the batch) is
-    the row value ``-(u + 1)``; its text is ``text[text_start[u] :
-    text_start[u] + text_len[u]]``. Returns ``(rows, serial, text, text_start,
-    text_len)``.
+    the row value ``-(u + 1)``; its text is ``text[start : start + length]`` with
+    ``(start, length) = unknown[u]``. Returns ``(rows, serial, text, unknown)``.
     """
     n_out = 0
     buf = np.empty(data.shape[0], dtype=np.uint8)
@@ -267,13 +269,11 @@ def _all_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slot_ha
     hashes = np.empty(data.shape[0] // 2 + 1, dtype=np.uint64)
     # the unknown tokens: a hash table over their text, and per-document counting marks
     capacity = 64
-    table_hash, table_term = _rehash(np.zeros(1, dtype=np.uint64), 0, 2 * capacity)
+    table = _rehash(np.zeros(1, dtype=np.uint64), 0, 2 * capacity)
     unknown_hash = np.zeros(capacity, dtype=np.uint64)
-    unknown_mark = np.full(capacity, -1, dtype=np.int64)
-    unknown_position = np.zeros(capacity, dtype=np.int64)
+    unknown_marks = np.full((capacity, 2), -1, dtype=np.int64)
     text = np.zeros(8 * capacity, dtype=np.uint8)
-    text_start = np.zeros(capacity, dtype=np.int64)
-    text_len = np.full(capacity, -1, dtype=np.int64)
+    unknown = np.full((capacity, 2), -1, dtype=np.int64)
     n_unknown = 0
     n_text = 0
     for d in range(doc_starts.shape[0] - 1):
@@ -284,36 +284,31 @@ def _all_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slot_ha
             for first in range(0, n_words - n + 1):
                 if n == 1:  # a constant word count lets the compiler specialize the comparison
                     h = hashes[first]
-                    term = _find(slot_hash, slot_term, term_bytes, term_start, term_len, h, buf, starts, ends, first, 1)
+                    term = _find(slots, term_bytes, location, h, buf, starts, ends, first, 1)
                 else:
                     h = _ngram_hash(buf, starts, ends, hashes, first, n)
-                    term = _find(slot_hash, slot_term, term_bytes, term_start, term_len, h, buf, starts, ends, first, n)
+                    term = _find(slots, term_bytes, location, h, buf, starts, ends, first, n)
                 if term >= 0:
-                    n_out = _count_term(term, term, d, serial, mark, position, out_owner, out_terms, out_counts,
-                                        n_out)
+                    n_out = _count_term(term, term, d, serial, marks, out_owner, out_terms, out_counts, n_out)
                     continue
-                u = _find(table_hash, table_term, text, text_start, text_len, h, buf, starts, ends, first, n)
+                u = _find(table, text, unknown, h, buf, starts, ends, first, n)
                 if u < 0:
                     u = n_unknown
                     if u >= unknown_hash.shape[0]:
                         unknown_hash = _doubled(unknown_hash, np.uint64(0))
-                        unknown_mark = _doubled(unknown_mark, -1)
-                        unknown_position = _doubled(unknown_position, 0)
-                    if 2 * (u + 1) > table_term.shape[0]:
-                        table_hash, table_term = _rehash(unknown_hash, u, 2 * table_term.shape[0])
+                        unknown_marks = _doubled(unknown_marks, -1)
+                    if 2 * (u + 1) > table.shape[0]:
+                        table = _rehash(unknown_hash, u, 2 * table.shape[0])
                     unknown_hash[u] = h
-                    text, text_start, text_len, n_text = _add_unknown(h, buf, starts, ends, first, n, table_hash,
-                                                                      table_term, text, text_start, text_len, u,
-                                                                      n_text)
+                    text, unknown, n_text = _add_unknown(h, buf, starts, ends, first, n, table, text, unknown, u,
+                                                         n_text)
                     n_unknown += 1
-                n_out = _count_term(u, -(u + 1), d, serial, unknown_mark, unknown_position, out_owner, out_terms,
-                                    out_counts, n_out)
-    return n_out, serial, text[:n_text], text_start[:n_unknown], text_len[:n_unknown]
+                n_out = _count_term(u, -(u + 1), d, serial, unknown_marks, out_owner, out_terms, out_counts, n_out)
+    return n_out, serial, text[:n_text], unknown[:n_unknown].copy()
 
 
 @njit(cache=True, nogil=True)
-def _file_terms(slot_hash, slot_term, term_bytes, at, term_hash, term_start, term_len, ids, blob,
-                lengths):  # pragma: no cover - compiled
+def _file_terms(slots, term_bytes, at, term_hash, location, ids, blob, lengths):  # pragma: no cover - compiled
     """File term ``ids[k]`` (the k-th run of ``lengths[k]`` bytes of ``blob``) at ``term_bytes[at:]`` and in the table."""
     p = 0
     for k in range(ids.shape[0]):
@@ -324,25 +319,25 @@ def _file_terms(slot_hash, slot_term, term_bytes, at, term_hash, term_start, ter
             b = blob[p + i]
             term_bytes[at + i] = b
             h = (h ^ np.uint64(b)) * _FNV_PRIME
-        term_start[t] = at
-        term_len[t] = n
+        location[t, 0] = at
+        location[t, 1] = n
         term_hash[t] = h
-        _insert(slot_hash, slot_term, h, t)
+        _insert(slots, h, t)
         p += n
         at += n
 
 
 @njit(cache=True, nogil=True)
-def _unfile_terms(slot_hash, slot_term, term_hash, term_len, ids):  # pragma: no cover - compiled
+def _unfile_terms(slots, term_hash, location, ids):  # pragma: no cover - compiled
     """Take the filed terms among ``ids`` out of the table; returns (how many, their bytes)."""
     removed = 0
     garbage = 0
     for k in range(ids.shape[0]):
         t = ids[k]
-        if term_len[t] >= 0:
-            _delete(slot_hash, slot_term, term_hash[t], t)
-            garbage += term_len[t]
-            term_len[t] = -1
+        if location[t, 1] >= 0:
+            _delete(slots, term_hash[t], t)
+            garbage += location[t, 1]
+            location[t, 1] = -1
             removed += 1
     return removed, garbage
 
@@ -412,8 +407,8 @@ class TermLexicon:
         capacity = 1 << max(4, (3 * max(len(names), 8) - 1).bit_length())  # at most a third full: room to grow
         # what one lookup reads together is stored together (a cache miss each, not one per array):
         # a slot's hash and term id; a term's bytes' start and length; a term's per-document mark and row
-        slots = np.zeros((capacity, 2), dtype=np.int64)
-        self.slot_hash, self.slot_term = slots.view(np.uint64)[:, 0], slots[:, 1]
+        self.slots = np.zeros((capacity, 2), dtype=np.int64)
+        self.slot_hash, self.slot_term = self.slots.view(np.uint64)[:, 0], self.slots[:, 1]  # views, for reading
         self.slot_term[:] = _EMPTY
         self.term_hash = np.zeros(len(names), dtype=np.uint64)
         self._term_arrays(len(names))
@@ -436,19 +431,18 @@ class TermLexicon:
             bigger = np.zeros(max(2 * len(self.term_bytes), self.bytes_used + len(blob)), dtype=np.uint8)
             bigger[: self.bytes_used] = self.term_bytes[: self.bytes_used]
             self.term_bytes = bigger
-        _file_terms(self.slot_hash, self.slot_term, self.term_bytes, self.bytes_used, self.term_hash, self.term_start,
-                    self.term_len, ids, blob, lengths)
+        _file_terms(self.slots, self.term_bytes, self.bytes_used, self.term_hash, self.location, ids, blob, lengths)
         self.bytes_used += len(blob)
         self.used += len(ids)
 
     def _term_arrays(self, size: int) -> None:
         """Per term id: its bytes' (start, length) and its (mark, row) for counting, each pair side by side."""
-        location = np.zeros((size, 2), dtype=np.int64)
-        location[:, 1] = -1
-        counting = np.zeros((size, 2), dtype=np.int64)
-        counting[:, 0] = -1
-        self.term_start, self.term_len = location[:, 0], location[:, 1]
-        self.mark, self.position = counting[:, 0], counting[:, 1]
+        self.location = np.zeros((size, 2), dtype=np.int64)
+        self.location[:, 1] = -1
+        self.marks = np.zeros((size, 2), dtype=np.int64)
+        self.marks[:, 0] = -1
+        self.term_start, self.term_len = self.location[:, 0], self.location[:, 1]  # views, for reading
+        self.mark, self.position = self.marks[:, 0], self.marks[:, 1]
 
     def _ensure_ids(self, size: int) -> None:
         if size <= len(self.term_len):
@@ -475,8 +469,7 @@ class TermLexicon:
         self._ensure_ids(len(self.interner.names))
         changed = list(dict.fromkeys(changes))
         # an id that held a term lost it (removed, or reused for another name): unfile, then file what it holds now
-        removed, garbage = _unfile_terms(self.slot_hash, self.slot_term, self.term_hash, self.term_len,
-                                         np.array(changed, dtype=np.int64))
+        removed, garbage = _unfile_terms(self.slots, self.term_hash, self.location, np.array(changed, dtype=np.int64))
         self.used -= removed
         self.deleted += removed
         self.garbage += garbage
@@ -559,12 +552,12 @@ class TermLexicon:
         out_terms = np.empty(bound, dtype=np.int64)
         out_counts = np.empty(bound, dtype=np.float64)
         args = (data, doc_starts, _BYTE_CLASS, tokenizer.lowercase, tokenizer.max_token_length, tokenizer.ngrams,
-                self.slot_hash, self.slot_term, self.term_bytes, self.term_start, self.term_len, self.mark,
-                self.position, self.serial, out_owner, out_terms, out_counts)
+                self.slots, self.term_bytes, self.location, self.marks, self.serial, out_owner, out_terms, out_counts)
         if not collect_unknown:
             n, self.serial = _known_terms(*args, entries)
             return out_owner[:n], out_terms[:n], out_counts[:n]
-        n, self.serial, text, text_start, text_len = _all_terms(*args)
+        n, self.serial, text, unknown = _all_terms(*args)
+        text_start, text_len = unknown[:, 0], np.ascontiguousarray(unknown[:, 1])
         raw = text.tobytes()
         if raw.isascii():
             blob = raw.decode("ascii")
