@@ -54,8 +54,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from sgm.consumers.evaluation.harness import (EvalSetup, Outcomes, has_standard_split, is_multilabel, labelled, load_examples,
-                                  measures, objective_value, positive_label, random_partition, stream_order,
-                                  train_test)
+                                  MAX_LOG_ODDS, measures, objective_value, positive_label, random_partition,
+                                  stream_order, train_test)
 from sgm.model.text import Tokenizer
 
 NB_ALPHAS = (1.0, 0.1, 0.01)
@@ -105,6 +105,10 @@ def _record(outcomes: Outcomes, truth: tuple[str, ...], predicted: frozenset, p_
     outcomes.p_true.append(p_true)
     if p_positive is not None:
         outcomes.p_positive.append(p_positive)
+        # ROC measures rank by log-odds (harness.positive_log_odds); a peer gives probabilities
+        p = min(max(float(p_positive), 0.0), 1.0)
+        odds = MAX_LOG_ODDS if p >= 1.0 else -MAX_LOG_ODDS if p <= 0.0 else math.log(p) - math.log1p(-p)
+        outcomes.positive_odds.append(odds)
     outcomes.ts.append(ts)
 
 

@@ -419,6 +419,27 @@ def search_sizes(results: list[dict]) -> str:
             "dataset below).")
 
 
+KEPT_START, KEPT_END = "<!-- kept section:", "<!-- /kept section -->"
+
+
+def kept_sections(page: str) -> list[str]:
+    """Sections of an existing page that another command writes (between the kept-section markers, markers
+    included): a regeneration keeps them as they are, after the spam streams.
+
+    >>> kept_sections("# R\\n<!-- kept section: mail -->\\n## Mail\\nx\\n<!-- /kept section -->\\n## Per dataset")
+    ['<!-- kept section: mail -->', '## Mail', 'x', '<!-- /kept section -->', '']
+    """
+    out, inside = [], False
+    for line in page.splitlines():
+        inside = inside or line.startswith(KEPT_START)
+        if inside:
+            out.append(line)
+        if line.startswith(KEPT_END):
+            inside = False
+            out.append("")
+    return out
+
+
 def write_page(results: list[dict], out: Path, step_seconds: float | None, search: tuple[int, int] | None) -> None:
     import numpy
     import sklearn
@@ -461,6 +482,7 @@ def write_page(results: list[dict], out: Path, step_seconds: float | None, searc
     ]
     lines += split_summary(results)
     lines += stream_summary(results)
+    lines += kept_sections(out.read_text(encoding="utf-8")) if out.is_file() else []
     lines += transfer_notes(results)
     lines += ["## Per dataset", ""]
     for result in results:

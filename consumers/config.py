@@ -19,9 +19,13 @@ from typing import Any, Mapping
 
 from sgm.stream.kafka import client_kinds
 
+from .decision import SpamDecision
+from .presets import PRESETS, preset
+
 ROLES = ("all", "trainer", "classifier")
 #: The registered Kafka client kinds (stream/kafka/registry.py): registering a client is enough.
 CLIENTS = client_kinds()
+PRESET_NAMES = tuple(sorted(PRESETS))
 
 
 def _setting(default: Any, help: str, *, choices: tuple | None = None, secret: bool = False) -> Any:
@@ -68,6 +72,10 @@ class ServiceConfig:
     log_format: str = _setting("json", "log line format", choices=("json", "logfmt"))
     log_level: str = _setting("INFO", "log level", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     # -- model
+    preset: str | None = _setting(None, "a tuned default: 'spam' = whole emails (raw_b64) with the mail model, features, "
+                                  "spam threshold and learn guards chosen on the SpamAssassin dev stream "
+                                  "(docs/EVALUATION.md); --config, --model, --param and the spam flags override it",
+                                  choices=PRESET_NAMES)
     model: str = _setting("uc_pd_jm_dp", "model spec (affix string, MODEL.md); 'tdm_...' selects TDM")
     param: dict = _setting(None, "model parameter NAME=VALUE, repeatable (beta, mu, delta, ups, phi, ups_idf, theta, ...)")
     config: str | None = _setting(None, "JSON model configuration file (as written by sgm tune); --param overrides it")
@@ -77,6 +85,14 @@ class ServiceConfig:
     label_threshold: float | None = _setting(None, "per-label mode: output every label with posterior >= this")
     prune_below: float | None = _setting(None, "memory bound: unlearn documents whose decayed weight falls below this")
     max_documents: int | None = _setting(None, "memory bound: keep at most this many documents (oldest go first)")
+    # -- spam decision (outputs carry a "decision" object when one is set; docs/SCHEMAS.md)
+    spam_label: str = _setting("spam", "the spam label of the decision (the positive class of a two-label task)")
+    spam_threshold: float | None = _setting(None, "spam verdict when the spam posterior is >= this (default: the "
+                                            "preset's; none and no guard: no decision, labels are the top label)")
+    min_spam: int | None = _setting(None, "learn guard: no spam verdict before the model holds this many spams "
+                                    "(SpamAssassin's bayes_min_spam_num; default: the preset's, else 0)")
+    min_ham: int | None = _setting(None, "learn guard: no spam verdict before the model holds this many hams "
+                                   "(bayes_min_ham_num; default: the preset's, else 0)")
 
     def __post_init__(self) -> None:
         if self.param is None:
@@ -89,6 +105,9 @@ class ServiceConfig:
             raise ValueError("topics need at least one partition")
         if self.top_k < 1:
             raise ValueError("top_k must be at least 1")
+        if self.preset is not None and self.preset not in PRESET_NAMES:
+            raise ValueError(f"preset must be one of {PRESET_NAMES}")
+        self.decision()  # the spam settings are checked now
 
     # ---------------------------------------------------------------- derived
     @property
@@ -104,15 +123,15 @@ class ServiceConfig:
         return self.trains if self.dead_letter_training is None else self.dead_letter_training
 
     def model_config(self) -> dict[str, Any]:
-        """The model configuration dict (``--config`` file, then flags on top)."""
-        base: dict[str, Any] = {}
+        """The model configuration dict (the preset's, the ``--config`` file over it, then flags on top)."""
+        base: dict[str, Any] = preset(self.preset).model_config() if self.preset else {}
         if self.config:
-            base = json.loads(Path(self.config).read_text())
+            base.update(json.loads(Path(self.config).read_text()))
         out = {"model": base.get("model", self.model), "params": dict(base.get("params") or {})}
-        if self.config and self.model != _default("model"):
-            out["model"] = self.model  # an explicit --model wins over the file
+        if base and self.model != _default("model"):
+            out["model"] = self.model  # an explicit --model wins over the file and the preset
         out["params"].update(self.param)
-        for key in ("half_life", "multilabel", "prune_below", "max_documents", "tokenizer"):
+        for key in ("half_life", "multilabel", "prune_below", "max_documents", "tokenizer", "mail"):
             value = getattr(self, key, None)
             if value is not None and value != _default(key):
                 out[key] = value
@@ -121,6 +140,16 @@ class ServiceConfig:
         if "multilabel" not in out:
             out["multilabel"] = self.multilabel
         return out
+
+    def decision(self) -> SpamDecision | None:
+        """The spam decision outputs carry: the preset's, the flags on top; ``None`` when neither sets one."""
+        base = preset(self.preset).decision if self.preset else None
+        given = {"threshold": self.spam_threshold, "min_spam": self.min_spam, "min_ham": self.min_ham}
+        if base is None and all(value is None for value in given.values()):
+            return None
+        settings = {**(base or SpamDecision()).to_dict(), "label": self.spam_label}
+        settings.update({k: v for k, v in given.items() if v is not None})
+        return SpamDecision.from_dict(settings)
 
     def kafka(self):
         from sgm.stream.kafka import KafkaConfig

@@ -123,6 +123,14 @@ class ServiceMetrics:
                                 "(correct, wrong)", ["outcome"], registry=registry)
         self.predictions = Counter("sgm_predictions_total", "Top predicted label of scored documents", ["label"],
                                    registry=registry)
+        self.decisions = Counter("sgm_decisions_total", "Spam verdicts of scored documents (spam, ham, not_ready: a "
+                                 "learn guard not met), when a spam decision is set", ["verdict"], registry=registry)
+        # -- whole messages (raw_b64)
+        self.mail_messages = Counter("sgm_mail_messages_total", "Whole messages read (source: train or score)",
+                                     ["source"], registry=registry)
+        self.mail_flags = Counter("sgm_mail_flags_total", "Whole messages read with a flag: what was malformed, cut "
+                                  "or repaired (flag names: model/mail/flags.py)", ["flag", "source"],
+                                  registry=registry)
         self.up = Gauge("sgm_up", "1 while the service loop runs", ["role"], registry=registry)
         self.transport_errors = Counter("sgm_transport_errors_total",
                                         "Kafka errors the loop survived (retried with backoff), by stage", ["stage"],
@@ -200,6 +208,18 @@ class ServiceMetrics:
         """The top labels of a batch (one increment per distinct label)."""
         for label, times in collections.Counter(labels).items():
             self.record_prediction(label, times)
+
+    def record_mail(self, flags_per_message: list, source: str) -> None:
+        """Whole messages read (one flag tuple each; flag names are a fixed set)."""
+        if not flags_per_message:
+            return
+        self.mail_messages.labels(source).inc(len(flags_per_message))
+        for flag, times in collections.Counter(f for flags in flags_per_message for f in flags).items():
+            self.mail_flags.labels(flag, source).inc(times)
+
+    def record_decisions(self, verdicts: list[str]) -> None:
+        for verdict, times in collections.Counter(verdicts).items():
+            self.decisions.labels(verdict).inc(times)
 
     # ------------------------------------------------------------------ snapshots
     def snapshot_restored(self, written_at: float | None) -> None:

@@ -12,6 +12,13 @@ Learning is idempotent per document id, as the spam filters' learn caches
 are: learning an id again with the same labels is a no-op, with other labels
 it first unlearns the old ones, and :meth:`forget` unlearns it. Documents
 learned without an id are keyed by a hash of their content.
+
+A document is text (turned into terms by the model's tokenizer), a mapping
+term -> count, or a whole email, :class:`sgm.model.mail.Message` (turned into
+terms by the model's :class:`~sgm.model.mail.MailFeatures`, built from the
+``mail`` options of its configuration; a message without an id is keyed by a
+hash of its bytes). Messages become term counts on entry, so every entry point
+reaches the same scoring kernel.
 """
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ from . import weighting
 from .batch import PreparedBatch
 from .factory import register_family
 from .lexicon import TermLexicon
+from .mail import MailExtraction, MailFeatures, MailOptions, Message
 from .loops.scoring import keep_seen_terms
 from .persistence import ExtraState, dump, dumps, loads, state_checksum
 from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
@@ -76,7 +84,7 @@ class GenerativeTextModel:
     def __init__(self, spec: str = "uc_pd_jm_dp", *, multilabel: str = "per_label",
                  tokenizer: Tokenizer | None = None, half_life: float | None = None,
                  prune_below: float | None = None, max_documents: int | None = None,
-                 **params: Any) -> None:
+                 mail: MailOptions | dict | None = None, **params: Any) -> None:
         parsed = parse_spec(spec)
         if parsed.family != self.family:
             raise ValueError(f"{spec!r} is a {parsed.family.upper()} spec; use {parsed.family.upper()}(...)")
@@ -90,6 +98,11 @@ class GenerativeTextModel:
         self.params: dict[str, Any] = resolve_params(parsed, params)
         self.multilabel = multilabel
         self.tokenizer = tokenizer or Tokenizer()
+        # None: messages are read with the MailOptions defaults, and the configuration does not name them
+        self.mail: MailOptions | None = MailOptions.from_dict(mail) if isinstance(mail, dict) else mail
+        if self.mail is not None and not isinstance(self.mail, MailOptions):
+            raise ValueError(f"mail must be MailOptions or their dict, got {type(mail).__name__}")
+        self._mail_features: MailFeatures | None = None
         self.state = CountState(check_half_life(half_life), prune_below=prune_below,
                                 max_documents=None if max_documents is None else int(max_documents))
         self._lexicon: TermLexicon | None = None  # built on the first text scored
@@ -105,8 +118,12 @@ class GenerativeTextModel:
         return self.state.clock.half_life
 
     def config(self) -> dict[str, Any]:
-        """Everything needed to rebuild an empty model with the same settings."""
-        return {
+        """Everything needed to rebuild an empty model with the same settings.
+
+        ``"mail"`` (the :class:`~sgm.model.mail.MailOptions` as a dict) is present only when the
+        model was given mail options, so configurations and snapshots of text models are unchanged.
+        """
+        out = {
             "family": self.family,
             "spec": self.spec.name,
             "params": dict(self.params),
@@ -116,6 +133,37 @@ class GenerativeTextModel:
             "prune_below": self.state.prune_below,
             "max_documents": self.state.max_documents,
         }
+        if self.mail is not None:
+            out["mail"] = self.mail.to_dict()
+        return out
+
+    # ------------------------------------------------------------ messages
+    def read_message(self, message: Message) -> MailExtraction:
+        """What this model learns and scores of ``message``: its terms, flags and work counters.
+
+        The model's own :class:`~sgm.model.mail.MailFeatures` (its ``mail`` options, else
+        the defaults); never raises on any bytes. A caller that wants the flags too (the
+        service) reads once here and passes ``.terms`` on: the same document as the message.
+
+        >>> from sgm.model import MNB
+        >>> from sgm.model.mail import Message
+        >>> read = MNB("u_jm", mail={"groups": ["body", "flags"], "ngrams": 1}).read_message
+        >>> read(Message(b"Content-Type: multipart/mixed\\n\\nfree pills")).terms
+        {'flag:multipart_without_boundary': 4.48755, 'free': 1, 'pills': 1}
+        """
+        return self._mail_reader().extract(message.raw)
+
+    def _mail_reader(self) -> MailFeatures:
+        if self._mail_features is None:
+            self._mail_features = MailFeatures(self.mail or MailOptions())
+        return self._mail_features
+
+    def _readable(self, docs: list) -> list:
+        """``docs`` with every :class:`Message` replaced by its term counts (others as they are)."""
+        if not any(isinstance(doc, Message) for doc in docs):
+            return docs
+        read = self._mail_reader()
+        return [read(doc.raw) if isinstance(doc, Message) else doc for doc in docs]
 
     def __repr__(self) -> str:
         extras = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
@@ -164,8 +212,10 @@ class GenerativeTextModel:
         return [self._class_name(names[i]) for i in self.state.active_classes().tolist()]
 
     # ------------------------------------------------------------ learning
-    def anonymous_id(self, doc: Document) -> str:
-        """The id a document learned without one gets: a hash of its term counts."""
+    def anonymous_id(self, doc: Document | Message) -> str:
+        """The id a document learned without one gets: a hash of its term counts (of its bytes for a message)."""
+        if isinstance(doc, Message):
+            return doc.anonymous_id()
         return self._anonymous_id(*term_counts(doc, self.tokenizer))
 
     @staticmethod
@@ -190,13 +240,17 @@ class GenerativeTextModel:
 
         return weigh
 
-    def learn_one(self, doc: Document, labels: Labels, ts: float | None = None, id: str | None = None) -> bool:
+    def learn_one(self, doc: Document | Message, labels: Labels, ts: float | None = None,
+                  id: str | None = None) -> bool:
         """Learn one document under ``labels`` at event time ``ts``.
 
         Returns ``False`` when nothing changed (the id is already learned with
         these labels). Learning a known id with other labels replaces it.
         """
         classes = self._class_keys(labels)
+        if isinstance(doc, Message):
+            id = doc.anonymous_id() if id is None else id
+            doc = self._mail_reader()(doc.raw)
         state = self.state
         if id is not None and type(doc) is str and not state.clock.would_rebase(ts):
             # text with an id (the service's case): tokenized and looked up in compiled code, new terms
@@ -224,7 +278,8 @@ class GenerativeTextModel:
         state.add_document(doc_id, classes, terms, raw, _ts(ts), self._training_weigher())
         return True
 
-    def learn_many(self, docs: Iterable[Document], labels: Iterable[Labels], ts: Iterable[float | None] | None = None,
+    def learn_many(self, docs: Iterable[Document | Message], labels: Iterable[Labels],
+                   ts: Iterable[float | None] | None = None,
                    ids: Iterable[str | None] | None = None, *, sequential: bool = False) -> int:
         """Learn a batch; returns how many documents changed the model.
 
@@ -242,6 +297,10 @@ class GenerativeTextModel:
         id_list = [None] * len(docs) if ids is None else list(ids)
         if not (len(ts_list) == len(id_list) == len(docs)):
             raise ValueError("ts and ids must match docs in length")
+        if any(isinstance(doc, Message) for doc in docs):  # keyed by their bytes, learned as their terms
+            id_list = [doc.anonymous_id() if i is None and isinstance(doc, Message) else i
+                       for doc, i in zip(docs, id_list)]
+            docs = self._readable(docs)
         if sequential and (self._learns_with_idf() or self.state.tracks_expiry()):
             # learn-time IDF and pruning depend on every earlier document: no batching
             return sum(self.learn_one(d, l, t, i) for d, l, t, i in zip(docs, labels, ts_list, id_list))
@@ -308,7 +367,7 @@ class GenerativeTextModel:
         names = self.state.classes.names
         return {names[c] for c in record.classes}
 
-    def unlearn_one(self, doc: Document | None, labels: Labels | None = None, ts: float | None = None,
+    def unlearn_one(self, doc: Document | Message | None, labels: Labels | None = None, ts: float | None = None,
                     id: str | None = None) -> bool:
         """Unlearn a document learned earlier (by ``id``, or by its content).
 
@@ -353,6 +412,19 @@ class GenerativeTextModel:
         terms = sorted(zip((term_names[t] for t in record.terms.tolist()), record.raw.tolist()))
         return LearnedDocument(sorted(class_names[c] for c in record.classes), record.ts, terms, record.seq)
 
+    def documents_per_class(self) -> dict:
+        """Live documents per class (labels; label tuples in powerset mode), as learn guards count them.
+
+        >>> from sgm.model import MNB
+        >>> m = MNB("u_jm"); m.learn_many(["a", "b", "c"], ["spam", "ham", "spam"])
+        3
+        >>> m.documents_per_class()
+        {'spam': 2, 'ham': 1}
+        """
+        state = self.state
+        names, active = state.classes.names, state.active_classes().tolist()
+        return {self._class_name(names[i]): int(state.cls_refs[i]) for i in active}
+
     def document_ids(self) -> set[str]:
         """Ids of the live documents."""
         return set(self.state.docs)
@@ -396,6 +468,7 @@ class GenerativeTextModel:
         One vocabulary lookup and one set of array operations for the whole
         batch: a single document is a batch of one.
         """
+        docs = self._readable(docs)
         state = self.state
         kind = self.spec.weighting
         if kind is None and docs and set(map(type, docs)) == {str}:

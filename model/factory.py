@@ -8,6 +8,7 @@ A configuration is a plain dict::
      "half_life": null,                        # optional, seconds of event time
      "multilabel": "per_label",                # or "powerset"
      "tokenizer": {"ngrams": 1},               # optional
+     "mail": {"ngrams": 3, "meta_weight": 4.5}, # optional: how messages are read (model.mail.MailOptions)
      "prune_below": null, "max_documents": null}
 
 A model family (:class:`model.mnb.MNB`, :class:`model.tdm.TDM`) registers itself
@@ -28,7 +29,7 @@ from .text import Tokenizer
 
 #: Keys a configuration may hold besides "model" and "params" (kernel_* are TDM's).
 OPTION_KEYS = ("half_life", "multilabel", "tokenizer", "prune_below", "max_documents", "kernel_sum",
-               "kernel_bin_width")
+               "kernel_bin_width", "mail")
 
 #: Model classes by family name (the spec prefix: "mnb", "tdm").
 _FAMILIES: dict[str, type] = {}

@@ -1,7 +1,9 @@
 """Reader for the shared public datasets (``shared/data/*.jsonl.gz``).
 
 Each file is (gzip-compressed) JSON Lines, one document per line:
-``{"id", "text", "labels", "ts", "split"}`` -- see ``shared/data/README.md``. The data
+``{"id", "text", "labels", "ts", "split"}`` -- see ``shared/data/README.md``; a
+whole-message dataset (``spamassassin-raw``) carries ``raw_b64`` (the standard
+base64 of the message bytes) instead of, or beside, ``text``. The data
 stays where it is: it is never copied into the repository; :func:`find_dataset`
 locates it through ``$SGM_DATA_DIR`` or ``<repo>/../shared/data`` and returns None
 where it is absent, so callers (and tests) can skip cleanly.
@@ -21,21 +23,24 @@ LabelledDoc(id='a', text='oil up', labels=('crude',), ts=541641600.0, split='tra
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import gzip
 import io
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NamedTuple
 
+from sgm.model.mail import Message
 from sgm.stream.records import MAX_TS, InvalidRecord, Limits, Op, ScoreRecord, TrainRecord, parse_timestamp
 
 __all__ = ["DATASETS", "LabelledDoc", "Split", "data_dir", "find_dataset", "load_jsonl", "split", "time_ordered"]
 
 #: The shared datasets by name (``find_dataset(name)``).
-DATASETS = ("r8", "r52", "webkb", "reuters21578", "sms-spam", "spamassassin", "enron-spam")
+DATASETS = ("r8", "r52", "webkb", "reuters21578", "sms-spam", "spamassassin", "enron-spam", "spamassassin-raw")
 
 # Datasets are curated history, not live input: allow times before 1970.
 _DATASET_TS_LIMITS = Limits(min_ts=-(2.0**40), max_ts=MAX_TS)
@@ -50,8 +55,9 @@ class LabelledDoc:
     ----------
     id : str
         Unique within its file.
-    text : str
-        The document; may be empty (some source documents are).
+    text : str or None
+        The document; may be empty (some source documents are); ``None`` when the
+        record carries only a whole message (``raw``).
     labels : tuple of str
         Class labels, de-duplicated keeping first occurrences (two reuters21578
         stories repeat a topic); may be empty (reuters21578 stories without topics).
@@ -59,6 +65,8 @@ class LabelledDoc:
         Event time, epoch seconds (ISO strings without offset are taken as UTC).
     split : {"train", "test"} or None
         The dataset's standard split, if it has one.
+    raw : bytes or None
+        The whole message (decoded ``raw_b64``), in whole-message datasets.
 
     Examples
     --------
@@ -67,21 +75,31 @@ class LabelledDoc:
     TrainRecord(id='sms-1', op=<Op.LEARN: 'learn'>, labels=('spam',), text='free prize', terms=None, ts=None)
     >>> doc.to_score_record()
     ScoreRecord(id='sms-1', text='free prize', terms=None, ts=None)
+    >>> LabelledDoc("m-1", None, ("spam",), None, None, raw=b"Subject: hi").document
+    Message(11 bytes, blake2b 82084e977c66...)
     """
 
     id: str
-    text: str
+    text: str | None
     labels: tuple[str, ...]
     ts: float | None
     split: str | None
+    raw: bytes | None = field(default=None, repr=False)  # can be large
+
+    @property
+    def document(self) -> str | Message:
+        """What a model reads: the whole message when there is one, else the text."""
+        return Message(self.raw) if self.raw is not None else self.text
 
     def to_train_record(self, op: Op = Op.LEARN) -> TrainRecord:
-        """This document as a training record (note: a record without labels is not valid)."""
-        return TrainRecord(id=self.id, op=op, labels=self.labels, text=self.text, ts=self.ts)
+        """This document as a training record (note: a record without labels is not valid);
+        a whole message goes as ``raw_b64``."""
+        text = self.text if self.raw is None else None
+        return TrainRecord(id=self.id, op=op, labels=self.labels, text=text, ts=self.ts, raw=self.raw)
 
     def to_score_record(self) -> ScoreRecord:
         """This document as a scoring record."""
-        return ScoreRecord(id=self.id, text=self.text, ts=self.ts)
+        return ScoreRecord(id=self.id, text=self.text if self.raw is None else None, ts=self.ts, raw=self.raw)
 
 
 class Split(NamedTuple):
@@ -138,10 +156,16 @@ def _doc_from(obj: object, path: Path, line_no: int) -> LabelledDoc:
     if not isinstance(obj, dict):
         raise _field_error(path, line_no, "expected a JSON object")
     doc_id, text, labels, split_name = obj.get("id"), obj.get("text"), obj.get("labels"), obj.get("split")
+    raw_b64, raw = obj.get("raw_b64"), None
     if not isinstance(doc_id, str) or not doc_id:
         raise _field_error(path, line_no, "id must be a non-empty string")
-    if not isinstance(text, str):
-        raise _field_error(path, line_no, f"{doc_id}: text must be a string")
+    if raw_b64 is not None:
+        try:
+            raw = base64.b64decode(raw_b64, validate=True)
+        except (binascii.Error, ValueError, TypeError):
+            raise _field_error(path, line_no, f"{doc_id}: raw_b64 must be standard base64") from None
+    if not isinstance(text, str) and not (text is None and raw is not None):
+        raise _field_error(path, line_no, f"{doc_id}: text must be a string (or raw_b64 given)")
     if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
         raise _field_error(path, line_no, f"{doc_id}: labels must be a list of strings")
     if split_name is not None and not isinstance(split_name, str):
@@ -150,7 +174,7 @@ def _doc_from(obj: object, path: Path, line_no: int) -> LabelledDoc:
         ts = parse_timestamp(obj.get("ts"), _DATASET_TS_LIMITS)
     except InvalidRecord as exc:
         raise _field_error(path, line_no, f"{doc_id}: {exc.detail}") from None
-    return LabelledDoc(id=doc_id, text=text, labels=tuple(dict.fromkeys(labels)), ts=ts, split=split_name)
+    return LabelledDoc(id=doc_id, text=text, labels=tuple(dict.fromkeys(labels)), ts=ts, split=split_name, raw=raw)
 
 
 def load_jsonl(path: str | os.PathLike[str], *, limit: int | None = None) -> Iterator[LabelledDoc]:

@@ -35,7 +35,7 @@ Examples
 True
 >>> bad = [e for e in events if not e.valid]
 >>> [(e.kind, e.expected_reason.value) for e in bad]
-[('score', 'too_large'), ('score', 'wrong_type'), ('score', 'bad_timestamp'), ('train', 'invalid_utf8')]
+[('train', 'too_many_labels'), ('train', 'too_many_labels'), ('train', 'bad_label'), ('train', 'invalid_utf8')]
 """
 from __future__ import annotations
 

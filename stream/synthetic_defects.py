@@ -106,6 +106,9 @@ class MalformedRecords:
             return dumps(base | {"text": None, "terms": {"ok": 1, self.pick(["", "tab\there"]): 1}})
         if reason is Reason.BAD_COUNT:
             return dumps(base | {"text": None, "terms": {"ok": 1, "bad": self.pick([0, -1, lim.max_term_count * 10])}})
+        if reason is Reason.BAD_RAW_B64:  # a whole message whose base64 does not decode
+            raw_b64 = self.pick(["not base64!", "U3ViamVjdDogaGk", "U3Vi\namVjdDogaGk=", "U3ViamVjdDogaGk=?"])
+            return dumps({k: v for k, v in base.items() if k != "text"} | {"raw_b64": raw_b64})
         if reason is Reason.BAD_ID:
             return dumps(base | {"id": self.pick(["", "line\nbreak", "x" * (lim.max_id_chars + 1)])})
         raise ValueError(f"no malformed record for {reason}")

@@ -1,6 +1,7 @@
 """Dataset reader: format handling on temporary files; the shared datasets when present."""
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 from collections import Counter
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from sgm.stream.datasets import DATASETS, LabelledDoc, data_dir, find_dataset, load_jsonl, split, time_ordered
-from sgm.stream.records import Op, encode_train, parse_score, parse_train
+from sgm.model.mail import Message
+from sgm.stream.records import Op, encode_score, encode_train, parse_score, parse_train
 
 LINES = [
     {"id": "a", "text": "Re: hello\n\nbody", "labels": ["ham"], "ts": "2002-08-22T11:36:16+00:00", "split": None},
@@ -91,6 +93,21 @@ def test_conversion_to_records():
     assert parse_train(encode_train(doc.to_train_record())) == doc.to_train_record()
     assert doc.to_train_record(Op.UNLEARN).op is Op.UNLEARN
     assert doc.to_score_record().text == "some text"
+    mail = LabelledDoc("m", None, ("spam",), None, None, raw=b"Subject: hi\n\n\xff")
+    assert parse_train(encode_train(mail.to_train_record())) == mail.to_train_record()
+    assert parse_score(encode_score(mail.to_score_record())).raw == mail.raw
+    assert mail.document == Message(mail.raw) and doc.document == "some text"
+
+
+def test_whole_messages_are_read_from_raw_b64(tmp_path):
+    lines = [{"id": "m1", "raw_b64": base64.b64encode(b"Subject: hi\n\nfree").decode(), "labels": ["spam"], "ts": 5},
+             {"id": "m2", "raw_b64": "", "text": "twin text", "labels": ["ham"]}]
+    docs = list(load_jsonl(write(tmp_path / "raw.jsonl", lines, compress=False)))
+    assert [(d.text, d.raw) for d in docs] == [(None, b"Subject: hi\n\nfree"), ("twin text", b"")]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "m3", "raw_b64": "not base64", "labels": ["spam"]}) + "\n")
+    with pytest.raises(ValueError, match="bad.jsonl:1: m3: raw_b64 must be standard base64"):
+        list(load_jsonl(bad))
 
 
 # --------------------------------------------------- the shared datasets (skip when absent)
@@ -109,7 +126,8 @@ def test_shared_dataset_matches_its_stats(data_dir, name):
     assert Counter(label for r in raw for label in r["labels"]) == Counter(stats["labels"])
     # label lists are sets: two reuters21578 stories repeat a topic in the source
     assert [d.labels for d in docs] == [tuple(dict.fromkeys(r["labels"])) for r in raw]
-    assert [(d.id, d.text, d.split) for d in docs] == [(r["id"], r["text"], r["split"]) for r in raw]
+    assert [(d.id, d.text, d.split) for d in docs] == [(r["id"], r.get("text"), r["split"]) for r in raw]
+    assert [d.raw for d in docs] == [base64.b64decode(r["raw_b64"]) if "raw_b64" in r else None for r in raw]
     assert {str(k): v for k, v in Counter(str(d.split) for d in docs).items()} == stats["splits"]
     assert sum(d.ts is not None for d in docs) == stats["docs_with_ts"]
     if stats["docs_with_ts"]:

@@ -201,3 +201,63 @@ def test_peers_on_the_same_split_and_stream(three_class_split, spam_stream):
     for row in rows:
         assert row["docs"] + row["unscored"] == 301 and row["unscored"] == 4
         assert row["roc_auc"] > 0.9
+
+
+# ---------------------------------------------------------------- whole messages (raw_b64) and the spam preset
+@pytest.fixture()
+def mail_stream_file(tmp_path):
+    import base64
+
+    docs = make_docs(["spam", "ham"], 160, seed=4)
+    for i, doc in enumerate(docs):
+        sender = "deals@bulk.example" if doc["labels"] == ["spam"] else "ann@example.org"
+        raw = (f"From: {sender}\nSubject: {' '.join(doc['text'].split()[:3])}\nMessage-ID: <{i}@x>\n"
+               f"Content-Type: text/plain\n\n{doc['text']}\n").encode()
+        if i % 25 == 0:  # malformed MIME is read, not refused
+            raw = b"Content-Type: multipart/mixed\n\n" + raw
+        doc["raw_b64"] = base64.b64encode(raw).decode()
+        del doc["text"]
+    return write_jsonl(tmp_path / "mail.jsonl", docs)
+
+
+def test_eval_reads_whole_messages_with_the_spam_preset(mail_stream_file, tmp_path, capsys):
+    out = tmp_path / "report.json"
+    assert main(["eval", "--data", str(mail_stream_file), "--preset", "spam", "--spam-threshold", "0.6",
+                 "--min-ham", "3", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["mode"] == "prequential" and report["config"]["mail"]["meta_weight"] == 4.48755
+    assert report["decision"]["threshold"] == 0.6 and report["decision"]["min_ham"] == 3
+    assert report["decision"]["not_ready"] >= 1 and report["one_minus_roca_pct"] is not None
+    assert set(report["fn_at_fp_pct"]) == {"0.1", "1"} and 0 <= report["fp_rate_pct"] <= 100
+    text = capsys.readouterr().out
+    assert "fp_rate_pct=" in text and "threshold 0.6, min_spam 0, min_ham 3" in text
+    # mail numbers on the command line land in the configuration's mail options
+    assert main(["eval", "--data", str(mail_stream_file), "--preset", "spam", "--param", "meta_weight=2",
+                 "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["config"]["mail"]["meta_weight"] == 2.0
+    assert main(["eval", "--data", str(mail_stream_file), "--preset", "spam", "--no-mail"]) == 2
+    assert main(["eval", "--data", str(mail_stream_file), "--model", "u_jm", "--positive", "ham",
+                 "--spam-threshold", "0.9", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["decision"]["label"] == "ham"
+
+
+def test_tune_searches_meta_weight_exactly_as_eval_reads_messages(mail_stream_file, tmp_path):
+    from sgm.consumers.evaluation.harness import (EvalSetup, development_task, evaluate_prequential,
+                                                  load_examples)
+
+    docs = load_examples(mail_stream_file)
+    setup = EvalSetup(mode="prequential")
+    task = development_task(docs, {"model": "uc_jm_dp_ps", "mail": {"ngrams": 2}}, setup, "roc_auc", 0.5)
+    point = {"beta": 0.7, "meta_weight": 2.5}
+    config = task.config_for(point)
+    assert config["mail"] == {"ngrams": 2, "meta_weight": 2.5} and "meta_weight" not in config["params"]
+    fast = task.run(point)  # extracted once at weight 1, re-weighed
+    direct = evaluate_prequential(config, task.dev_stream, setup)  # the model reads each Message itself
+    assert {k: fast[k] for k in ("accuracy", "roc_auc", "log_loss")} == \
+        {k: direct[k] for k in ("accuracy", "roc_auc", "log_loss")}
+    best = tmp_path / "best.json"
+    assert main(["tune", "--data", str(mail_stream_file), "--preset", "spam", "--params", "beta,meta_weight",
+                 "--iters", "1", "--points", "3", "--workers", "1", "--no-test", "--out", str(best)]) == 0
+    tuned = json.loads(best.read_text())
+    assert 0.05 <= tuned["mail"]["meta_weight"] <= 20 and tuned["mail"]["ngrams"] == 3
+    assert main(["eval", "--data", str(mail_stream_file), "--config", str(best)]) == 0

@@ -102,6 +102,13 @@ BAD_CASES = [
     ("negative count", parse_score, js(id="a", terms={"x": -2}), Reason.BAD_COUNT),
     ("count over limit", parse_score, js(id="a", terms={"x": 101}), Reason.BAD_COUNT),
     ("count overflow", parse_score, b'{"id": "a", "terms": {"x": 1e400}}', Reason.BAD_COUNT),
+    ("raw_b64 not base64", parse_score, js(id="a", raw_b64="not base64!"), Reason.BAD_RAW_B64),
+    ("raw_b64 unpadded", parse_train, js(id="a", raw_b64="U3ViamVjdDogaGk", labels=["a"]), Reason.BAD_RAW_B64),
+    ("raw_b64 line breaks", parse_score, js(id="a", raw_b64="U3Vi\namVjdDogaGk="), Reason.BAD_RAW_B64),
+    ("raw_b64 number", parse_score, js(id="a", raw_b64=12), Reason.WRONG_TYPE),
+    ("raw_b64 and text", parse_train, js(id="a", text="x", raw_b64="", labels=["a"]), Reason.CONFLICTING_FIELDS),
+    ("raw_b64 and terms", parse_score, js(id="a", terms={}, raw_b64="eA=="), Reason.CONFLICTING_FIELDS),
+    ("raw_b64 too large", parse_score, js(id="a", raw_b64="eA==" * 1500), Reason.TOO_LARGE),
     ("empty id", parse_train, js(id="", text="", labels=["a"]), Reason.BAD_ID),
     ("long id", parse_score, js(id="x" * 9, text=""), Reason.BAD_ID),
     ("tab in id", parse_score, js(id="a\tb", text=""), Reason.BAD_ID),
@@ -141,6 +148,12 @@ GOOD_TRAIN = [
     (js(id="a", text="", labels=["x"], ts="1970-01-01T00:00:05"), TrainRecord(id="a", labels=("x",), text="", ts=5.0)),
     (js(id="a", text="", labels=["économie"]), TrainRecord(id="a", labels=("économie",), text="")),
     ('{"id": "ü", "text": "naïve ☃ \\n", "labels": ["x"]}'.encode(), TrainRecord(id="ü", labels=("x",), text="naïve ☃ \n")),
+    # a whole message: standard base64, decoded; an empty message is valid (the model flags it)
+    (js(id="m", raw_b64="U3ViamVjdDogaGkKCmZyZWUgcGlsbHM=", labels=["spam"]),
+     TrainRecord(id="m", labels=("spam",), raw=b"Subject: hi\n\nfree pills")),
+    (js(id="m", raw_b64="", labels=["ham"], text=None), TrainRecord(id="m", labels=("ham",), raw=b"")),
+    (js(id="m", raw_b64="/+8A", labels=["ham"], op="unlearn"), TrainRecord(id="m", op=Op.UNLEARN, labels=("ham",),
+                                                                          raw=b"\xff\xef\x00")),
 ]  # fmt: skip
 
 
@@ -363,17 +376,21 @@ def test_corrupted_records_raise_only_invalid_record(obj, position, junk):
 names = st.text(st.characters(exclude_categories=("Cc", "Cs")), min_size=1, max_size=12).filter(str.strip)
 valid_ts = st.none() | st.floats(0, DEFAULT_LIMITS.max_ts) | st.integers(0, 2**31).map(float)
 valid_content = st.one_of(
-    st.tuples(st.text(max_size=200).filter(lambda t: not any("\ud800" <= c <= "\udfff" for c in t)), st.none()),
-    st.tuples(st.none(), st.dictionaries(names, st.integers(1, 1000) | st.floats(1e-6, 1e6), max_size=8)),
+    st.tuples(st.text(max_size=200).filter(lambda t: not any("\ud800" <= c <= "\udfff" for c in t)), st.none(),
+              st.none()),
+    st.tuples(st.none(), st.dictionaries(names, st.integers(1, 1000) | st.floats(1e-6, 1e6), max_size=8), st.none()),
+    st.tuples(st.none(), st.none(), st.binary(max_size=300)),
 )
 valid_train = st.builds(
     lambda id_, op, labels, content, ts: TrainRecord(
         id=id_, op=op, ts=ts,
-        **({} if op is Op.FORGET else {"labels": tuple(labels), "text": content[0], "terms": content[1]}),
+        **({} if op is Op.FORGET else {"labels": tuple(labels), "text": content[0], "terms": content[1],
+                                        "raw": content[2]}),
     ),
     names, st.sampled_from(Op), st.lists(names, min_size=1, max_size=5, unique=True), valid_content, valid_ts,
 )  # fmt: skip
-valid_score = st.builds(lambda id_, c, ts: ScoreRecord(id=id_, text=c[0], terms=c[1], ts=ts), names, valid_content, valid_ts)
+valid_score = st.builds(lambda id_, c, ts: ScoreRecord(id=id_, text=c[0], terms=c[1], ts=ts, raw=c[2]), names,
+                        valid_content, valid_ts)
 
 
 @settings(max_examples=300, deadline=None)

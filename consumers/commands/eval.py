@@ -5,13 +5,18 @@ Examples (see ``docs/EVALUATION.md``)::
     sgm eval --data r8 --model uc_pd_dp_tXiX_ps --param mu=20 --json r8.json
     sgm eval --data spamassassin --config tuned.json --mode prequential --plot spam.png
     sgm eval --data sms-spam --model uc_jm --mode prequential --shuffle 0 --delay 100
+    sgm eval --data spamassassin-raw --preset spam --plot spam.png   # whole emails, the tuned mail default
 
 ``--data`` takes a file path or a shared dataset name (``r8``, ``spamassassin``...).
 The default mode is ``split`` when the data has ``train`` and ``test``
 documents, else ``prequential``. ``--json`` writes ``accuracy``, ``micro_f1``,
 ``macro_f1``, ``log_loss``, ``roc_auc``, ``one_minus_roca_pct`` (null where
 they do not apply), ``docs``, ``learn_docs_per_s``, ``score_docs_per_s``, the
-full ``config`` and, in prequential mode, ``windows`` (accuracy per window).
+full ``config`` and, in prequential mode, ``windows`` (accuracy per window). Two-label
+data adds ``fp_rate_pct`` / ``fn_rate_pct`` (of the decisions: the arg-max, or the spam
+threshold and learn guards of ``--preset spam`` / ``--spam-threshold`` / ``--min-spam``
+/ ``--min-ham``), ``fn_at_fp_pct`` (FN% at 0.1% and 1% FP) and ``decision``.
+Data carrying whole messages (``raw_b64``) is read as messages (``--no-mail``: the text).
 """
 from __future__ import annotations
 
@@ -21,10 +26,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sgm.consumers.decision import SpamDecision
+from sgm.consumers.evaluation.documents import route_mail_params
+from sgm.consumers.presets import PRESETS, preset as find_preset
 from sgm.model import build_model, model_config
 from sgm.model.spec import SpecError
 
 MEASURES = ("accuracy", "micro_f1", "macro_f1", "log_loss", "roc_auc", "one_minus_roca_pct")
+#: Measures of two-label data: error rates of the decisions, FN% at fixed FP%, the decision itself.
+TWO_LABEL_MEASURES = ("fp_rate_pct", "fn_rate_pct", "fn_at_fp_pct", "decision")
 
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,17 +56,32 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--positive", default=None, help="positive label of a two-label task (default: spam, "
                       "else the second label in sort order)")
     data.add_argument("--limit", type=int, default=None, metavar="N", help="read only the first N documents")
+    data.add_argument("--mail", action=argparse.BooleanOptionalAction, default=None,
+                      help="read whole messages (raw_b64) with the model's mail extractor; --no-mail: the text field "
+                           "(default: messages when the data carries them)")
 
     model = parser.add_argument_group("model configuration")
+    model.add_argument("--preset", default=None, choices=sorted(PRESETS),
+                       help="a tuned default: 'spam' = the mail model, features, spam threshold and learn guards "
+                            "(docs/EVALUATION.md); --config, --model, --param and the decision flags override it")
     model.add_argument("--config", default=None, help="configuration JSON (as written by sgm tune)")
     model.add_argument("--model", default=None, metavar="SPEC", help="affix string, e.g. uc_pd_jm_dp_tXiX_ps "
                        "(replaces the config's model)")
     model.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                       help="set one model number (repeatable), e.g. --param mu=20")
+                       help="set one model number (repeatable), e.g. --param mu=20; mail options too: meta_weight, "
+                            "received_hops, mail_ngrams")
     model.add_argument("--half-life", type=float, default=None, metavar="SECONDS", help="time decay half-life")
     model.add_argument("--multilabel", choices=("per_label", "powerset"), default=None,
                        help="label sets: per label or as one class each (default for multi-label data: powerset)")
     model.add_argument("--ngrams", type=int, default=None, help="tokenizer: longest word n-gram (1-3)")
+
+    decision = parser.add_argument_group("spam decision (two-label data; the label is --positive, default spam)")
+    decision.add_argument("--spam-threshold", type=float, default=None, metavar="P",
+                          help="spam verdict when the spam posterior is >= P (default: the preset's; else arg-max)")
+    decision.add_argument("--min-spam", type=int, default=None, metavar="N",
+                          help="no spam verdict before N spams are learned (SpamAssassin's bayes_min_spam_num)")
+    decision.add_argument("--min-ham", type=int, default=None, metavar="N",
+                          help="no spam verdict before N hams are learned (bayes_min_ham_num)")
 
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar on stderr (default: when stderr is a terminal)")
@@ -65,11 +90,12 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The configuration dict from ``--config``, ``--model``, ``--param`` and the options;
     raises :class:`SpecError` when it does not describe a valid model."""
-    config: dict[str, Any] = {}
+    config: dict[str, Any] = find_preset(args.preset).model_config() if getattr(args, "preset", None) else {}
     if args.config:
-        config = json.loads(Path(args.config).read_text(encoding="utf-8"))
-        if not isinstance(config, dict):
+        loaded = json.loads(Path(args.config).read_text(encoding="utf-8"))
+        if not isinstance(loaded, dict):
             raise SpecError(f"{args.config}: a configuration is a JSON object")
+        config.update(loaded)
     if args.model:
         config["model"] = args.model
     if "model" not in config:
@@ -88,19 +114,41 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         config["multilabel"] = args.multilabel
     if args.ngrams is not None:
         config["tokenizer"] = {**dict(config.get("tokenizer") or {}), "ngrams": args.ngrams}
-    explicit = {k: v for k, v in config.items() if v is not None}
+    explicit = route_mail_params({k: v for k, v in config.items() if v is not None})
     model_config(build_model(explicit))  # validates every field now, with the model's own messages
     return explicit
+
+
+def decision_from_args(args: argparse.Namespace) -> SpamDecision | None:
+    """The spam decision: the preset's, with the flags given on top; ``None`` when neither sets one."""
+    base = find_preset(args.preset).decision if getattr(args, "preset", None) else None
+    given = {"threshold": args.spam_threshold, "min_spam": args.min_spam, "min_ham": args.min_ham}
+    if base is None and all(v is None for v in given.values()):
+        return None
+    settings = (base or SpamDecision()).to_dict()
+    if args.positive is not None:
+        settings["label"] = args.positive
+    settings.update({k: v for k, v in given.items() if v is not None})
+    return SpamDecision.from_dict(settings)
 
 
 def setup_from_args(args: argparse.Namespace, docs) -> "EvalSetup":
     from sgm.consumers.evaluation.harness import DEFAULT_THRESHOLD, EvalSetup, has_standard_split
 
+    from sgm.consumers.evaluation.documents import uses_mail
+
     mode = args.mode or ("split" if has_standard_split(docs) else "prequential")
+    uses_mail(docs, args.mail)  # --mail / --no-mail must fit the data
+    decision = decision_from_args(args)
+    labels = {label for d in docs for label in d.labels}
+    if decision is not None and (decision.label not in labels or len(labels) != 2):
+        raise ValueError(f"a spam decision needs two-label data with the label {decision.label!r} "
+                         f"(the data has {len(labels)} labels)")
     return EvalSetup(mode=mode, delay=args.delay, shuffle_seed=args.shuffle, test_fraction=args.test_fraction,
                      split_seed=args.split_seed,
                      threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold,
-                     window=getattr(args, "window", None), positive=args.positive)
+                     window=getattr(args, "window", None), positive=args.positive,
+                     decision=decision, mail=args.mail)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -122,9 +170,19 @@ def format_summary(report: dict[str, Any], label: str = "") -> str:
         head += f" (train {report['train_docs']}, test {report['test_docs']}, split {report.get('split', '?')})"
     else:
         head += f" (unscored {report['unscored']}, delay {report['delay']}, order {report['order']})"
-    lines = [head, "  " + "  ".join(f"{m}={show(report.get(m))}" for m in MEASURES),
-             f"  learn {show(report['learn_docs_per_s'])} docs/s, score {show(report['score_docs_per_s'])} docs/s; "
-             f"model {report['config']['model']} {json.dumps(report['config']['params'])}"]
+    lines = [head, "  " + "  ".join(f"{m}={show(report.get(m))}" for m in MEASURES)]
+    if report.get("fp_rate_pct") is not None or report.get("fn_rate_pct") is not None:
+        at_fp = "  ".join(f"fn_pct_at_fp_{target}pct={show(value)}"
+                          for target, value in (report.get("fn_at_fp_pct") or {}).items())
+        decision = report.get("decision")
+        rule = (f"threshold {decision['threshold']:g}, min_spam {decision['min_spam']}, min_ham {decision['min_ham']}: "
+                f"not_ready {decision['not_ready']}" if decision else "arg-max")
+        lines.append(f"  fp_rate_pct={show(report['fp_rate_pct'])}  fn_rate_pct={show(report['fn_rate_pct'])} ({rule})"
+                     f"  {at_fp}")
+    lines.append(f"  learn {show(report['learn_docs_per_s'])} docs/s, score {show(report['score_docs_per_s'])} docs/s; "
+                 f"model {report['config']['model']} {json.dumps(report['config']['params'])}"
+                 + (f" mail {json.dumps({k: v for k, v in report['config']['mail'].items() if k != 'limits'})}"
+                    if report["config"].get("mail") else ""))
     return "\n".join(lines)
 
 

@@ -4,6 +4,10 @@ Example (see ``docs/EVALUATION.md``)::
 
     sgm tune --data r8 --model uc_pd_dp_tXiX_ps --iters 40 --points 40 --out r8.json
     sgm eval --data r8 --config r8.json
+    sgm tune --data spamassassin-raw --preset spam --objective roc_auc --iters 8 --points 12 --out mail.json
+
+On data carrying whole messages the mail option ``meta_weight`` is searched too
+(``--params`` names it like a model number); the messages are extracted once.
 
 The development data comes from the training data only: in split mode a
 seeded random ``--dev-fraction`` of the training documents is the dev-test
@@ -31,17 +35,20 @@ from pathlib import Path
 from typing import Any
 
 from sgm.model import build_model, model_config
-from sgm.consumers.evaluation.search import dimensions_for, gaussian_random_search
+from sgm.consumers.evaluation.documents import TUNABLE_MAIL_PARAMS, uses_mail
+from sgm.consumers.evaluation.search import Dimension, dimensions_for, gaussian_random_search
+from sgm.model.mail import MailOptions
 from sgm.model.spec import PARAMS, SpecError, parse_spec
 
-from .eval import MEASURES, add_data_arguments, config_from_args, format_summary, setup_from_args
+from .eval import MEASURES, TWO_LABEL_MEASURES, add_data_arguments, config_from_args, format_summary, setup_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_arguments(parser)
     search = parser.add_argument_group("search")
     search.add_argument("--params", default=None, metavar="NAMES",
-                        help="comma-separated numbers to search (default: every number the spec reads)")
+                        help="comma-separated numbers to search (default: every number the spec reads, and "
+                             "meta_weight on whole messages)")
     search.add_argument("--range", action="append", default=[], metavar="NAME=LOW:HIGH",
                         help="override a searched range (default: the tuning range in model.spec.PARAMS)")
     search.add_argument("--iters", type=int, default=40, help="iterations (default 40)")
@@ -82,16 +89,22 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
         spec = parse_spec(config["model"])
-        free = sorted(spec.free_params)
-        names = [n.strip() for n in args.params.split(",") if n.strip()] if args.params else free
-        not_read = [n for n in names if n not in free]
-        if not_read:
-            raise SpecError(f"{spec.name} does not read {not_read} (it reads: {', '.join(free) or 'nothing'})")
-        if not names:
-            raise SpecError(f"{spec.name} has no numbers to tune")
-        dimensions = dimensions_for(names, _ranges(args.range))
         docs = load_examples(args.data, limit=args.limit)
         setup = setup_from_args(args, docs)
+        mail = uses_mail(docs, setup.mail)
+        free = sorted(spec.free_params)
+        tunable = free + (list(TUNABLE_MAIL_PARAMS) if mail else [])
+        names = [n.strip() for n in args.params.split(",") if n.strip()] if args.params else tunable
+        not_read = [n for n in names if n not in tunable]
+        if not_read:
+            raise SpecError(f"{spec.name} does not read {not_read} (it reads: {', '.join(tunable) or 'nothing'})")
+        if not names:
+            raise SpecError(f"{spec.name} has no numbers to tune")
+        ranges = _ranges(args.range)
+        dimensions = dimensions_for([n for n in names if n not in TUNABLE_MAIL_PARAMS], ranges)
+        for name in (n for n in names if n in TUNABLE_MAIL_PARAMS):
+            low, high, log_scale = TUNABLE_MAIL_PARAMS[name]
+            dimensions.append(Dimension(name, *ranges.get(name, (low, high)), log_scale=log_scale))
         if args.iters < 0 or args.points < 1:
             raise ValueError("need --iters >= 0 and --points >= 1")
     except (SpecError, ValueError, FileNotFoundError, json.JSONDecodeError) as exc:
@@ -99,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     # The starting point: the configuration's numbers where given, else the documented defaults.
-    start_params = build_model(config).params
+    probe = build_model(config)
+    start_params = {**probe.params, "meta_weight": (probe.mail or MailOptions()).meta_weight}
     start = {n: float(start_params[n]) if start_params[n] != "kn" else PARAMS[n].default for n in names}
     task = development_task(docs, config, setup, args.objective, args.dev_fraction, args.dev_seed, args.dev_folds)
     dev_size = (f"dev-train {len(task.dev_train)}, dev-test {len(task.dev_test)}" if setup.mode == "split"
@@ -151,11 +165,13 @@ def run(args: argparse.Namespace) -> int:
     }
     print(f"dev {task.objective}: default {result.start_score:.6f} -> tuned {result.best_score:.6f} "
           f"({result.evaluations} points, {search_seconds:.1f}s); best config written to {args.out}")
-    print(f"  tuned params: {json.dumps(tuned_config['params'], sort_keys=True)}")
+    print(f"  tuned params: {json.dumps(tuned_config['params'], sort_keys=True)}"
+          + (f", meta_weight {tuned_config['mail']['meta_weight']:g}" if "meta_weight" in names else ""))
     if args.test:
         for name, cfg in (("default", default_config), ("tuned", tuned_config)):
             report = evaluate(cfg, docs, setup, progress=args.progress)
-            summary[f"test_{name}"] = {k: report.get(k) for k in (*MEASURES, "docs", "mode", "split", "order")}
+            summary[f"test_{name}"] = {k: report.get(k) for k in (*MEASURES, *TWO_LABEL_MEASURES, "docs", "mode",
+                                                                   "split", "order")}
             print(format_summary(report, label=f"test ({name}): "))
     if args.json:
         summary["trials"] = result.to_dict()["trials"]

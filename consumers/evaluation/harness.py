@@ -23,10 +23,17 @@ with ``multilabel="per_label"`` a document is counted under each of its
 labels and the output is every label with posterior at least ``threshold``
 (the arg-max label when none reaches it).
 
-Measures (:mod:`model.metrics`): accuracy (exact label-set match), Micro-F1,
-Macro-F1, log loss (of the true class: the label, or the label set in
+Measures (:mod:`sgm.consumers.evaluation.measures`): accuracy (exact label-set match),
+Micro-F1, Macro-F1, log loss (of the true class: the label, or the label set in
 powerset mode; ``None`` for per-label multi-label output), and for two-label
-data ROC AUC and 1-ROCA% of the positive label's posterior.
+data ROC AUC and 1-ROCA% ranked by the positive label's log-odds, the
+false-positive and false-negative rates of the decisions (the arg-max, or a
+:class:`~sgm.consumers.decision.SpamDecision`: threshold and learn guards, which
+then also decides the output labels), and the false-negative rate at 0.1% and 1%
+false positives.
+
+Whole messages (``raw_b64`` data) are read by the model itself, as
+:class:`sgm.model.mail.Message` (``consumers/evaluation/documents.py``).
 """
 from __future__ import annotations
 
@@ -44,8 +51,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from sgm.model import build_model, model_config
+from sgm.consumers.decision import SpamDecision
 from sgm.consumers.evaluation import measures as metrics
-from sgm.model.text import Tokenizer
+from sgm.consumers.evaluation.documents import ReadDocuments, documents as read_as, route_mail_params, uses_mail
 from sgm.stream.datasets import LabelledDoc, find_dataset, load_jsonl, split as split_by_field, time_ordered
 
 MODES = ("split", "prequential")
@@ -56,6 +64,10 @@ POSITIVE_NAMES = ("spam",)
 DEFAULT_THRESHOLD = 0.3
 #: Documents scored per model call in split mode (bounds memory; lets the progress bar move).
 SCORE_BATCH = 512
+#: False-positive rates (fractions) at which the false-negative rate is reported.
+FP_TARGETS = (0.001, 0.01)
+#: Log-odds are clipped to this magnitude (a posterior of exactly 0 or 1 would be infinite).
+MAX_LOG_ODDS = 1e300
 
 
 # ---------------------------------------------------------------- data
@@ -184,6 +196,8 @@ class Outcomes:
     p_true: list[float] = field(default_factory=list)  # posterior of the true class (NaN: undefined)
     p_positive: list[float] = field(default_factory=list)  # posterior of the positive label (two-label data)
     ts: list[float | None] = field(default_factory=list)
+    positive_odds: list[float] = field(default_factory=list)  # its log-odds, what ROC measures rank by
+    verdicts: list[str] = field(default_factory=list)  # the SpamDecision's, when one is set
 
     def __len__(self) -> int:
         return len(self.true_sets)
@@ -197,11 +211,14 @@ class Scorer:
     """Turns a model's posteriors into outputs for one labelling scheme.
 
     ``multilabel`` is the model's mode; ``threshold`` applies to per-label
-    output on multi-label data (``None``: single-label data, arg-max output).
+    output on multi-label data (``None``: single-label data, arg-max output);
+    ``decision`` (two-label data) replaces the arg-max by a spam verdict.
     """
 
-    def __init__(self, multilabel: str, threshold: float | None, positive: str | None) -> None:
+    def __init__(self, multilabel: str, threshold: float | None, positive: str | None,
+                 decision: SpamDecision | None = None) -> None:
         self.multilabel, self.threshold, self.positive = multilabel, threshold, positive
+        self.decision = decision
 
     def true_class(self, labels: tuple[str, ...]):
         if self.multilabel == "powerset":
@@ -216,8 +233,19 @@ class Scorer:
         column = {c: i for i, c in enumerate(classes)}
         best = np.argmax(log_post, axis=1)  # ties: the first (lowest class id), as predict_one
         positive_col = column.get(self.positive) if self.positive is not None else None
+        if self.positive is not None:
+            outcomes.positive_odds.extend(positive_log_odds(log_post, positive_col).tolist())
+        decision, learned = self.decision, None
+        if decision is not None:
+            learned = decision.learned_from(model)
         for row, doc, top in zip(post, docs, best.tolist()):
-            if self.multilabel == "powerset":
+            if decision is not None:
+                p_spam = float(row[positive_col]) if positive_col is not None else 0.0
+                verdict = decision.verdict(p_spam, learned)
+                outcomes.verdicts.append(verdict)
+                ranked = [classes[i] for i in np.argsort(-row, kind="stable").tolist()]
+                predicted = frozenset(decision.labels(verdict, ranked))
+            elif self.multilabel == "powerset":
                 predicted = frozenset(classes[top])
             elif self.threshold is None:
                 predicted = frozenset([classes[top]])
@@ -236,15 +264,39 @@ class Scorer:
             outcomes.ts.append(doc.ts)
 
 
-def measures(outcomes: Outcomes, positive: str | None) -> dict[str, Any]:
+def positive_log_odds(log_post: np.ndarray, column: int | None) -> np.ndarray:
+    """``log p(positive) - log p(not positive)`` per row, clipped to +-:data:`MAX_LOG_ODDS`.
+
+    What two-label ROC measures rank by: posteriors saturate at 1.0 in floating point and
+    would tie confident documents; log-odds keep them apart.
+
+    >>> positive_log_odds(np.log(np.array([[0.9, 0.1], [0.5, 0.5]])), 0).round(6).tolist()
+    [2.197225, 0.0]
+    """
+    n = log_post.shape[0]
+    if column is None:
+        return np.full(n, -MAX_LOG_ODDS)
+    rest = np.delete(log_post, column, axis=1)
+    others = np.logaddexp.reduce(rest, axis=1) if rest.shape[1] else np.full(n, -np.inf)
+    return np.clip(np.nan_to_num(log_post[:, column] - others, nan=0.0), -MAX_LOG_ODDS, MAX_LOG_ODDS)
+
+
+def measures(outcomes: Outcomes, positive: str | None, decision: SpamDecision | None = None) -> dict[str, Any]:
     """The report's measures from per-document outcomes (``None`` where one does not apply)."""
     p_true = np.array(outcomes.p_true, dtype=np.float64)
     log_loss = None
     if len(p_true) and not np.isnan(p_true).any():
         log_loss = metrics.mean_log_loss(p_true)
-    auc = None
+    auc = fp_rate = fn_rate = None
+    fn_at_fp: dict[str, float | None] | None = None
     if positive is not None and len(outcomes):
-        auc = metrics.roc_auc([positive in t for t in outcomes.true_sets], outcomes.p_positive)
+        truth = [positive in t for t in outcomes.true_sets]
+        auc = metrics.roc_auc(truth, outcomes.positive_odds)
+        said = [v == "spam" for v in outcomes.verdicts] if decision is not None else \
+            [positive in p for p in outcomes.predicted_sets]
+        fp_rate, fn_rate = metrics.error_rates(truth, said)
+        fn_at_fp = {f"{100 * target:g}": metrics.fn_rate_at_fp_rate(truth, outcomes.positive_odds, target)
+                    for target in FP_TARGETS}
     return {
         "accuracy": metrics.accuracy(outcomes.true_sets, outcomes.predicted_sets),
         "micro_f1": metrics.micro_f1(outcomes.true_sets, outcomes.predicted_sets),
@@ -252,6 +304,11 @@ def measures(outcomes: Outcomes, positive: str | None) -> dict[str, Any]:
         "log_loss": log_loss,
         "roc_auc": auc,
         "one_minus_roca_pct": metrics.one_minus_roca_pct(auc),
+        "fp_rate_pct": fp_rate,
+        "fn_rate_pct": fn_rate,
+        "fn_at_fp_pct": fn_at_fp,
+        "decision": None if decision is None else {**decision.to_dict(),
+                                                   "not_ready": outcomes.verdicts.count("not_ready")},
     }
 
 
@@ -279,6 +336,8 @@ class EvalSetup:
     threshold: float | None = DEFAULT_THRESHOLD
     window: str | int | None = None
     positive: str | None = None
+    decision: SpamDecision | None = None  # spam verdicts: threshold and learn guards (two-label data)
+    mail: bool | None = None  # read raw_b64 messages (None: when the data has them)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -288,29 +347,29 @@ class EvalSetup:
 
 
 def prepare_config(config: Mapping[str, Any], docs: Sequence[LabelledDoc]) -> dict[str, Any]:
-    """``config`` completed for this data: multi-label data defaults to powerset mode."""
-    out = dict(config)
+    """``config`` completed for this data: multi-label data defaults to powerset mode; mail numbers
+    given as params (``meta_weight``) move into the ``"mail"`` options."""
+    out = route_mail_params(config)
     if is_multilabel(docs) and "multilabel" not in out:
         out["multilabel"] = "powerset"
     return out
 
 
-def tokenized(docs: Sequence[LabelledDoc], config: Mapping[str, Any]) -> list[dict[str, int]]:
-    """The documents as term counts with the configuration's tokenizer (tokenize once, fit many)."""
-    tokenizer = Tokenizer.from_dict(config["tokenizer"]) if config.get("tokenizer") else Tokenizer()
-    return [tokenizer(d.text) for d in docs]
-
-
 def _scorer(model, docs: Sequence[LabelledDoc], setup: EvalSetup) -> tuple[Scorer, str | None]:
     all_labels = {label for d in docs for label in d.labels}
-    positive = setup.positive if setup.positive is not None else positive_label(all_labels)
+    decision = setup.decision
+    positive = setup.positive if setup.positive is not None else \
+        decision.label if decision is not None else positive_label(all_labels)
     if positive is not None and positive not in all_labels:
         raise ValueError(f"positive label {positive!r} does not occur in the data")
     multi = is_multilabel(docs)
     if positive is not None and multi:
         positive = None
+    if decision is not None and (positive != decision.label or len(all_labels) > 2):  # (a slice may lack ham)
+        raise ValueError(f"a spam decision needs two-label data with the label {decision.label!r}, got "
+                         f"{sorted(all_labels)[:5]}{' (multi-label)' if multi else ''}")
     threshold = setup.threshold if (multi and model.multilabel == "per_label") else None
-    return Scorer(model.multilabel, threshold, positive), positive
+    return Scorer(model.multilabel, threshold, positive, decision), positive
 
 
 def evaluate_split(config: Mapping[str, Any], train: Sequence[LabelledDoc], test: Sequence[LabelledDoc],
@@ -334,7 +393,10 @@ def evaluate_split(config: Mapping[str, Any], train: Sequence[LabelledDoc], test
     config = prepare_config(config, list(train) + list(test))
     model = build_model(config)
     scorer, positive = _scorer(model, list(train) + list(test), setup)
-    train_docs, test_docs = documents if documents is not None else ([d.text for d in train], [d.text for d in test])
+    if documents is None:
+        mail = uses_mail(list(train) + list(test), setup.mail)
+        documents = (read_as(train, mail), read_as(test, mail))
+    train_docs, test_docs = documents
 
     started = time.perf_counter()
     model.learn_many(train_docs, [d.labels for d in train], ts=[d.ts for d in train], ids=[d.id for d in train])
@@ -349,7 +411,7 @@ def evaluate_split(config: Mapping[str, Any], train: Sequence[LabelledDoc], test
     score_seconds = time.perf_counter() - started
     bar.close()
 
-    report = measures(outcomes, positive)
+    report = measures(outcomes, positive, setup.decision)
     report.update({
         "mode": "split",
         "docs": len(outcomes),
@@ -387,7 +449,7 @@ def evaluate_prequential(config: Mapping[str, Any], stream: Sequence[LabelledDoc
     indices = [i for i, d in enumerate(stream) if d.labels]
     stream = [stream[i] for i in indices]
     if documents is None:
-        documents = [d.text for d in stream]
+        documents = read_as(stream, uses_mail(stream, setup.mail))
     else:
         documents = [documents[i] for i in indices]
     if not stream:
@@ -418,7 +480,7 @@ def evaluate_prequential(config: Mapping[str, Any], stream: Sequence[LabelledDoc
         bar.update()
     bar.close()
 
-    report = measures(outcomes, positive)
+    report = measures(outcomes, positive, setup.decision)
     report.update({
         "mode": "prequential",
         "docs": len(outcomes),
@@ -502,7 +564,8 @@ def _iso(ts: float | None) -> str | None:
 
 # ---------------------------------------------------------------- plots
 def plot_report(report: Mapping[str, Any], outcomes: Outcomes, path: str | os.PathLike, title: str = "") -> None:
-    """Accuracy over the stream (cumulative and per window) and, for two labels, the ROC curve."""
+    """Accuracy over the stream (cumulative and per window) and, for two labels, the ROC curve (ranked by
+    the positive label's log-odds) with the operating point of the decisions (FP and FN rates)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -526,9 +589,15 @@ def plot_report(report: Mapping[str, Any], outcomes: Outcomes, path: str | os.Pa
     ax.legend(loc="lower right")
     if two_labels:
         is_positive = [report["positive_label"] in t for t in outcomes.true_sets]
-        fpr, tpr = metrics.roc_curve(is_positive, outcomes.p_positive)
+        fpr, tpr = metrics.roc_curve(is_positive, outcomes.positive_odds)
         roc = axes[0][1]
         roc.plot(fpr, tpr, color="tab:green")
+        if report.get("fp_rate_pct") is not None and report.get("fn_rate_pct") is not None:
+            decision = report.get("decision")
+            where = f"threshold {decision['threshold']:g}" if decision else "arg-max"
+            roc.plot([report["fp_rate_pct"] / 100], [1 - report["fn_rate_pct"] / 100], "o", color="tab:red",
+                     label=f"decisions ({where}): FP {report['fp_rate_pct']:.2f}%, FN {report['fn_rate_pct']:.2f}%")
+            roc.legend(loc="lower right")
         roc.plot([0, 1], [0, 1], ":", color="grey")
         roc.set_xscale("symlog", linthresh=0.01)
         roc.set_xlabel("false positive rate")
@@ -546,9 +615,11 @@ def plot_report(report: Mapping[str, Any], outcomes: Outcomes, path: str | os.Pa
 class DevTask:
     """A development task: the configuration minus the searched numbers, and the dev data.
 
-    Split mode holds one or more folds ``(dev_train, dev_test, (train_docs, test_docs))``;
-    with several folds the objective is measured on the pooled outcomes of all folds
-    (cross-validation over the training side). Prequential mode holds one dev stream.
+    Split mode holds one or more folds ``(dev_train, dev_test, (train_index, test_index))``
+    (positions in the documents ``read``); with several folds the objective is measured on
+    the pooled outcomes of all folds (cross-validation over the training side). Prequential
+    mode holds one dev stream. ``read`` holds the dev documents tokenized (or their messages
+    extracted) once for every point.
     """
 
     base_config: dict[str, Any]
@@ -556,7 +627,7 @@ class DevTask:
     objective: str
     folds: list[tuple[list, list, tuple]] = field(default_factory=list)
     dev_stream: list[LabelledDoc] = field(default_factory=list)
-    stream_documents: list = field(default_factory=list)
+    read: ReadDocuments | None = None
 
     @property
     def dev_train(self) -> list[LabelledDoc]:
@@ -567,25 +638,30 @@ class DevTask:
         return self.folds[0][1] if self.folds else []
 
     def config_for(self, point: Mapping[str, float]) -> dict[str, Any]:
+        """The configuration of a search point (mail numbers such as ``meta_weight`` go to ``"mail"``)."""
         config = dict(self.base_config)
         config["params"] = {**dict(config.get("params") or {}), **point}
-        return config
+        return route_mail_params(config)
 
     def run(self, point: Mapping[str, float]) -> dict[str, Any]:
         config = self.config_for(point)
+        assert self.read is not None
         if self.setup.mode == "prequential":
-            return evaluate_prequential(config, self.dev_stream, self.setup, documents=self.stream_documents)
-        if len(self.folds) == 1:
-            train, test, documents = self.folds[0]
-            return evaluate_split(config, train, test, self.setup, documents=documents)
+            return evaluate_prequential(config, self.dev_stream, self.setup, documents=self.read.for_config(config))
+        fold_reports = []
+        for train, test, (train_index, test_index) in self.folds:
+            documents = (self.read.for_config(config, train_index), self.read.for_config(config, test_index))
+            fold_reports.append(evaluate_split(config, train, test, self.setup, documents=documents,
+                                               keep_outcomes=len(self.folds) > 1))
+        if len(fold_reports) == 1:
+            return fold_reports[0]
         pooled, positive = Outcomes(), None
-        for train, test, documents in self.folds:
-            report = evaluate_split(config, train, test, self.setup, documents=documents, keep_outcomes=True)
+        for report in fold_reports:
             part: Outcomes = report.pop("_outcomes")
             positive = report["positive_label"]
-            for name in ("true_sets", "predicted_sets", "p_true", "p_positive", "ts"):
+            for name in ("true_sets", "predicted_sets", "p_true", "p_positive", "ts", "positive_odds", "verdicts"):
                 getattr(pooled, name).extend(getattr(part, name))
-        return {**measures(pooled, positive), "docs": len(pooled), "folds": len(self.folds)}
+        return {**measures(pooled, positive, self.setup.decision), "docs": len(pooled), "folds": len(self.folds)}
 
     def __call__(self, point: Mapping[str, float]) -> float:
         return objective_value(self.run(point), self.objective)
@@ -612,18 +688,17 @@ def development_task(docs: Sequence[LabelledDoc], base_config: Mapping[str, Any]
     if setup.mode == "split":
         train, _ = train_test(docs, setup.test_fraction, setup.split_seed)
         train = labelled(train)
-        counts = tokenized(train, config)
+        task.read = ReadDocuments(train, config, uses_mail(train, setup.mail))
         if dev_folds == 1:
             parts = [random_partition(list(range(len(train))), dev_fraction, dev_seed)]
         else:
             parts = cross_validation_folds(len(train), dev_folds, dev_seed)
         for fit_index, held_index in parts:
-            task.folds.append(([train[i] for i in fit_index], [train[i] for i in held_index],
-                               ([counts[i] for i in fit_index], [counts[i] for i in held_index])))
+            task.folds.append(([train[i] for i in fit_index], [train[i] for i in held_index], (fit_index, held_index)))
     else:
         stream = labelled(stream_order(docs, setup.shuffle_seed))
         task.dev_stream = stream[: max(2, round(len(stream) * dev_fraction))]
-        task.stream_documents = tokenized(task.dev_stream, config)
+        task.read = ReadDocuments(task.dev_stream, config, uses_mail(task.dev_stream, setup.mail))
     return task
 
 

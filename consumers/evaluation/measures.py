@@ -23,6 +23,12 @@ measure                       definition
                               (ties between a positive and a negative score
                               count one half: the Mann-Whitney statistic)
 :func:`one_minus_roca_pct`    the TREC spam track's ``100 * (1 - AUC)``
+:func:`error_rates`           two labels: false-positive rate (negatives called
+                              positive) and false-negative rate (positives
+                              missed) of given decisions, in percent
+:func:`fn_rate_at_fp_rate`    two labels: the false-negative rate at the best
+                              threshold whose false-positive rate is at most a
+                              target (0.1%, 1%: how spam filters are compared)
 :func:`windowed_accuracy`     accuracy per window of consecutive documents
 :func:`time_window_accuracy`  accuracy per window of event time
 ============================  ==================================================
@@ -254,6 +260,42 @@ def roc_curve(is_positive: Sequence, scores: Sequence[float]) -> tuple[np.ndarra
     fps = (last_of_tie + 1) - tps
     n_pos, n_neg = max(int(positive.sum()), 1), max(len(positive) - int(positive.sum()), 1)
     return np.r_[0.0, fps / n_neg], np.r_[0.0, tps / n_pos]
+
+
+def error_rates(is_positive: Sequence, said_positive: Sequence) -> tuple[float | None, float | None]:
+    """``(FP%, FN%)`` of two-label decisions: negatives said positive per 100 negatives, positives
+    not said positive per 100 positives (``None`` when there is no negative / no positive).
+
+    >>> error_rates([1, 1, 0, 0, 0, 0], [1, 0, 1, 0, 0, 0])
+    (25.0, 50.0)
+    """
+    truth = np.asarray(is_positive, dtype=bool)
+    said = np.asarray(said_positive, dtype=bool)
+    if truth.shape != said.shape:
+        raise ValueError("is_positive and said_positive differ in length")
+    negatives, positives = int((~truth).sum()), int(truth.sum())
+    fp = 100.0 * float((said & ~truth).sum()) / negatives if negatives else None
+    fn = 100.0 * float((~said & truth).sum()) / positives if positives else None
+    return fp, fn
+
+
+def fn_rate_at_fp_rate(is_positive: Sequence, scores: Sequence[float], fp_rate: float) -> float | None:
+    """FN% at the best score threshold whose FP rate is at most ``fp_rate`` (a fraction, 0.01 = 1%).
+
+    A point of the ROC curve (:func:`roc_curve`), chosen with hindsight on the scored data, as spam
+    filters are compared ("misses at 0.1% / 1% false positives"); ties in the scores are not split.
+    ``None`` when only one of the two labels occurs.
+
+    >>> fn_rate_at_fp_rate([1, 0, 1, 1, 0], [0.9, 0.8, 0.7, 0.3, 0.1], 0.0)  # above 0.8: one of 3 positives
+    66.66666666666667
+    >>> fn_rate_at_fp_rate([1, 0, 1, 1, 0], [0.9, 0.8, 0.7, 0.3, 0.1], 0.5)
+    0.0
+    """
+    positive = np.asarray(is_positive, dtype=bool)
+    if not positive.any() or positive.all():
+        return None
+    fpr, tpr = roc_curve(positive, scores)
+    return 100.0 * (1.0 - float(tpr[fpr <= fp_rate + 1e-12].max()))
 
 
 def windowed_accuracy(correct: Sequence[bool], window: int) -> list[dict]:

@@ -7,6 +7,14 @@ the producer is flushed; only when every record was acknowledged are the
 batch's offsets committed (:class:`~.checkpoint.Checkpoint`). A batch whose
 delivery failed is rewound and scored again (at least once); its metrics
 are counted only once acknowledged, so a redone batch does not count twice.
+
+A whole message (``raw_b64``) is read by the model's own mail extractor
+(``model.read_message``: the same terms as learning it) and its flags go into
+the output's ``mail`` object and the ``sgm_mail_flags_total`` metric; a
+malformed message is scored from what could be read, never dead-lettered. With
+a spam decision set (``--preset spam``, ``--spam-threshold``, ``--min-spam``,
+``--min-ham``) every output carries a ``decision`` object and its ``labels``
+follow the verdict (docs/SCHEMAS.md).
 """
 from __future__ import annotations
 
@@ -16,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from sgm.model.mail import Message
 from sgm.stream.kafka import DeliveryError, Record, TopicPartition
 from sgm.stream.records import DEFAULT_LIMITS, DeadLetter, InvalidRecord, Limits, encode_outputs, parse_score
 
@@ -59,6 +68,33 @@ class Scoring:
         self.config, self.state, self.connections, self.checkpoint = config, state, connections, checkpoint
         self.dead_letters, self.recent, self.metrics, self.errors = dead_letters, recent, metrics, errors
         self.limits = limits
+        self.decision = config.decision()
+
+    def read(self, parsed: list) -> tuple[list, list]:
+        """The documents the model scores and, per record, the ``mail`` object of a whole message (else None)."""
+        model = self.state.model
+        docs, mail = [], []
+        for record in parsed:
+            if record.raw is None:
+                docs.append(record.document)
+                mail.append(None)
+            else:
+                read = model.read_message(Message(record.raw))
+                docs.append(read.terms)
+                mail.append({"flags": list(read.flags)})
+        return docs, mail
+
+    def decide(self, top_labels: list, top_p: np.ndarray, labels: list) -> list[dict]:
+        """The decision object of each record; its labels become the verdict's (in place)."""
+        decision, model = self.decision, self.state.model
+        learned = decision.learned_from(model)
+        out = []
+        for row, (names, posteriors) in enumerate(zip(top_labels, top_p.tolist())):
+            p_spam = posteriors[names.index(decision.label)] if decision.label in names else 0.0
+            made = decision.output(min(max(p_spam, 0.0), 1.0), learned)
+            labels[row] = decision.labels(made["verdict"], names)
+            out.append(made)
+        return out
 
     def score_batch(self, records: list[Record]) -> None:
         """Score, write outputs and dead letters, wait for acks, then commit the batch."""
@@ -75,11 +111,19 @@ class Scoring:
                 dead.append(DeadLetter.from_error(exc, record.value, key=record.key, topic=record.topic,
                                                   partition=record.partition, offset=record.offset,
                                                   headers=record.headers))
+        docs, mail = self.read([p for _, p in valid])
         parsed_at = time.perf_counter()
-        docs = [p.text if p.text is not None else p.terms for _, p in valid]
         # Per document: the top-k label names, their posteriors (one array row each) and the output labels.
-        top_labels, top_p, labels = (model.rank_many(docs, cfg.top_k, cfg.label_threshold) if valid
+        # A decision needs the spam posterior whatever its rank: then every class is ranked, and cut to top_k after.
+        k = cfg.top_k if self.decision is None else max(cfg.top_k, len(model.class_names()[1]))
+        top_labels, top_p, labels = (model.rank_many(docs, k, cfg.label_threshold) if valid
                                      else ([], np.empty((0, 0)), []))
+        decisions = None
+        if self.decision is not None and valid:
+            labels = list(labels)
+            decisions = self.decide(top_labels, top_p, labels)
+            if k > cfg.top_k:
+                top_labels, top_p = [names[: cfg.top_k] for names in top_labels], top_p[:, : cfg.top_k]
         scored_at_perf = time.perf_counter()
         now = time.time()
         producer = self.connections.producer
@@ -88,7 +132,8 @@ class Scoring:
         latencies = [max(now - record.timestamp_ms / 1000.0, 0.0) * 1000.0 if record.timestamp_ms else 0.0
                      for record, _ in valid]
         values = encode_outputs(ids, top_labels, top_p, labels, model=self.state.info(), scored_at=now,
-                                latency_ms=latencies, ts=[parsed.ts for _, parsed in valid])
+                                latency_ms=latencies, ts=[parsed.ts for _, parsed in valid], decisions=decisions,
+                                mail=mail)
         output_topic = cfg.output_topic
         for doc_id, value in zip(ids, values):
             send(output_topic, value, key=doc_id.encode("utf-8"))
@@ -124,6 +169,9 @@ class Scoring:
         # Counted once acknowledged, like the outputs: a batch whose delivery failed is redone, not counted twice.
         metrics.observe_scored(len(valid), scored_at_perf - parsed_at)
         metrics.record_predictions(predicted)
+        metrics.record_mail([read["flags"] for read in mail if read is not None], "score")
+        if decisions:
+            metrics.record_decisions([made["verdict"] for made in decisions])
         for letter in dead:
             metrics.record_rejection(letter.reason.value, "score", dead_lettered=True)
         metrics.batch_seconds.labels("parse").observe(parsed_at - started)

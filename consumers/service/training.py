@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from sgm.model import GenerativeTextModel, LearnGuardError
+from sgm.model.mail import Message
 from sgm.stream.kafka import KafkaTransportError, Record
 from sgm.stream.records import DEFAULT_LIMITS, ApplyReason, DeadLetter, InvalidRecord, Limits, Op, Reason, parse_train
 
@@ -46,6 +47,9 @@ class TrainingEvents:
 
     def feedback(self, doc_id: str, labels: tuple[str, ...]) -> None:
         """A learn of ``doc_id`` joined the batch: its labels arrived."""
+
+    def mail_read(self, record: Record, flags: tuple[str, ...]) -> None:
+        """A whole message (``raw_b64``) to learn was read; ``flags``: what was malformed in it (may be empty)."""
 
     def learned(self, count: int) -> None:
         """``count`` documents were learned (one ``learn_many`` call)."""
@@ -102,7 +106,13 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
         else:
             ts = parsed.ts if parsed.ts is not None else (
                 record.timestamp_ms / 1000.0 if record.timestamp_ms is not None else None)
-            doc = parsed.text if parsed.text is not None else parsed.terms
+            doc = parsed.document
+            if parsed.raw is not None:
+                doc = Message(parsed.raw)  # an unlearn is by id: the message need not be read
+                if parsed.op is Op.LEARN:  # read here, by the model's own extractor, to report the flags too
+                    read = model.read_message(doc)
+                    events.mail_read(record, read.flags)
+                    doc = read.terms
             if parsed.op is Op.LEARN:
                 try:
                     model.check_labels(parsed.labels)  # refuse before batching: a batch must not fail midway
@@ -188,6 +198,9 @@ class Training(TrainingEvents):
 
     def learned(self, count: int) -> None:
         self.metrics.learned.inc(count)
+
+    def mail_read(self, record: Record, flags: tuple[str, ...]) -> None:
+        self.metrics.record_mail([flags], "train")
 
     def unlearned(self, op: str) -> None:
         self.metrics.unlearned.labels(op).inc()

@@ -6,13 +6,21 @@
 The parsers are total on bytes: whatever the input, they either return a record or
 raise :class:`InvalidRecord` with one of the fixed :class:`Reason` codes. A field set
 to ``null`` is treated as absent; unknown fields are ignored.
+
+A document is one of ``text``, ``terms`` or ``raw_b64`` (a whole email: the standard
+base64 of its bytes, decoded here into ``raw``; the service reads it as a
+:class:`sgm.model.mail.Message`). Base64 that does not decode is ``bad_raw_b64``;
+malformed MIME inside valid base64 is not a validation error (the model reads what it
+can and flags the rest).
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .json_values import dumps_strict, json_type_name, load_object, require_field
@@ -50,9 +58,10 @@ class Op(enum.StrEnum):
 class TrainRecord:
     """A validated training-topic record.
 
-    Exactly one of ``text`` / ``terms`` is set for ``learn`` and ``unlearn``;
+    Exactly one of ``text`` / ``terms`` / ``raw`` is set for ``learn`` and ``unlearn``;
     ``forget`` carries only ``id`` (and ``ts`` if given). ``terms`` is a plain dict
-    for speed and pickling: treat it as read-only.
+    for speed and pickling: treat it as read-only. ``raw`` holds the decoded bytes of a
+    ``raw_b64`` message (left out of the repr: it can be large).
 
     Examples
     --------
@@ -71,11 +80,17 @@ class TrainRecord:
     text: str | None = None
     terms: Mapping[str, int | float] | None = None
     ts: float | None = None
+    raw: bytes | None = field(default=None, repr=False)
+
+    @property
+    def document(self) -> str | Mapping[str, int | float] | bytes | None:
+        """The content: the text, the term counts, or the message bytes (``None`` for ``forget``)."""
+        return self.text if self.text is not None else self.terms if self.terms is not None else self.raw
 
 
 @dataclass(frozen=True, slots=True)
 class ScoreRecord:
-    """A validated scoring-topic record (exactly one of ``text`` / ``terms``).
+    """A validated scoring-topic record (exactly one of ``text`` / ``terms`` / ``raw``).
 
     Examples
     --------
@@ -84,12 +99,20 @@ class ScoreRecord:
     ({'oil': 2, 'price': 1}, None, None)
     >>> parse_score(encode_score(r)) == r
     True
+    >>> parse_score(b'{"id": "m1", "raw_b64": "U3ViamVjdDogaGkKCmZyZWUgcGlsbHM="}').raw
+    b'Subject: hi\\n\\nfree pills'
     """
 
     id: str
     text: str | None = None
     terms: Mapping[str, int | float] | None = None
     ts: float | None = None
+    raw: bytes | None = field(default=None, repr=False)
+
+    @property
+    def document(self) -> str | Mapping[str, int | float] | bytes:
+        """The content: the text, the term counts, or the message bytes."""
+        return self.text if self.text is not None else self.terms if self.terms is not None else self.raw
 
 
 # --------------------------------------------------------------------------- parsing
@@ -158,15 +181,31 @@ def _check_terms(terms: Any, limits: Limits) -> dict[str, int | float]:
     return terms
 
 
-def _check_content(obj: dict[str, Any], limits: Limits) -> tuple[str | None, dict[str, int | float] | None]:
+def _check_raw(raw_b64: Any) -> bytes:
+    if not isinstance(raw_b64, str):
+        raise InvalidRecord(Reason.WRONG_TYPE, f"raw_b64 must be a base64 string, got {json_type_name(raw_b64)}")
+    try:
+        # validate=True: the RFC 4648 alphabet and padding only (no line breaks, no other characters)
+        return base64.b64decode(raw_b64, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidRecord(Reason.BAD_RAW_B64, f"raw_b64 is not standard base64 ({exc})") from None
+
+
+def _check_content(obj: dict[str, Any], limits: Limits) -> tuple[str | None, dict[str, int | float] | None,
+                                                                  bytes | None]:
     text = obj.get("text")
     terms = obj.get("terms")
-    if text is not None and terms is not None:
-        raise InvalidRecord(Reason.CONFLICTING_FIELDS, "give either text or terms, not both")
-    if text is None and terms is None:
-        raise InvalidRecord(Reason.MISSING_FIELD, "one of text or terms is required")
+    raw_b64 = obj.get("raw_b64")
+    given = [name for name, value in (("text", text), ("terms", terms), ("raw_b64", raw_b64)) if value is not None]
+    if len(given) > 1:
+        raise InvalidRecord(Reason.CONFLICTING_FIELDS,
+                            f"give exactly one of text, terms, raw_b64, not {' and '.join(given)}")
+    if not given:
+        raise InvalidRecord(Reason.MISSING_FIELD, "one of text, terms or raw_b64 is required")
+    if raw_b64 is not None:
+        return None, None, _check_raw(raw_b64)
     if terms is not None:
-        return None, _check_terms(terms, limits)
+        return None, _check_terms(terms, limits), None
     if not isinstance(text, str):
         raise InvalidRecord(Reason.WRONG_TYPE, f"text must be a string, got {json_type_name(text)}")
     if len(text) > limits.max_text_chars:
@@ -174,7 +213,7 @@ def _check_content(obj: dict[str, Any], limits: Limits) -> tuple[str | None, dic
     bad = None if text.isascii() else _SURROGATE.search(text)  # isascii() is O(1) in CPython
     if bad:  # a JSON \ud800 escape: valid JSON, but not encodable as UTF-8
         raise InvalidRecord(Reason.INVALID_UTF8, f"text holds a lone surrogate at character {bad.start()}")
-    return text, None
+    return text, None, None
 
 
 def parse_train(value: bytes | None, limits: Limits = DEFAULT_LIMITS) -> TrainRecord:
@@ -182,7 +221,7 @@ def parse_train(value: bytes | None, limits: Limits = DEFAULT_LIMITS) -> TrainRe
 
     Checks run in this order, the first failure wins: size, UTF-8, JSON, object,
     ``id``, ``op``, ``ts``, then (``learn``/``unlearn`` only) ``labels`` and
-    ``text``/``terms``. ``forget`` ignores every field but ``id``, ``op`` and ``ts``.
+    ``text``/``terms``/``raw_b64``. ``forget`` ignores every field but ``id``, ``op`` and ``ts``.
 
     Parameters
     ----------
@@ -221,14 +260,14 @@ def parse_train(value: bytes | None, limits: Limits = DEFAULT_LIMITS) -> TrainRe
     if op is Op.FORGET:
         return TrainRecord(id=doc_id, op=op, ts=ts)
     labels = _check_labels(obj, limits)
-    text, terms = _check_content(obj, limits)
-    return TrainRecord(id=doc_id, op=op, labels=labels, text=text, terms=terms, ts=ts)
+    text, terms, raw = _check_content(obj, limits)
+    return TrainRecord(id=doc_id, op=op, labels=labels, text=text, terms=terms, ts=ts, raw=raw)
 
 
 def parse_score(value: bytes | None, limits: Limits = DEFAULT_LIMITS) -> ScoreRecord:
     """Validate a scoring-topic value and return it as a :class:`ScoreRecord`.
 
-    Checks: size, UTF-8, JSON, object, ``id``, ``ts``, ``text``/``terms``. Other
+    Checks: size, UTF-8, JSON, object, ``id``, ``ts``, ``text``/``terms``/``raw_b64``. Other
     fields (``labels``, ``op``...) are ignored. Like :func:`parse_train`, it raises
     only :class:`InvalidRecord`, whatever the bytes.
 
@@ -239,13 +278,17 @@ def parse_score(value: bytes | None, limits: Limits = DEFAULT_LIMITS) -> ScoreRe
     >>> parse_score(b'{"id": "q1"}')
     Traceback (most recent call last):
     ...
-    sgm.stream.schemas.reasons.InvalidRecord: missing_field: one of text or terms is required
+    sgm.stream.schemas.reasons.InvalidRecord: missing_field: one of text, terms or raw_b64 is required
+    >>> parse_score(b'{"id": "m1", "raw_b64": "U3ViamVjdDogaGk"}')
+    Traceback (most recent call last):
+    ...
+    sgm.stream.schemas.reasons.InvalidRecord: bad_raw_b64: raw_b64 is not standard base64 (Incorrect padding)
     """
     obj = load_object(value, limits)
     doc_id = _check_id(obj, limits)
     ts = parse_timestamp(obj.get("ts"), limits)
-    text, terms = _check_content(obj, limits)
-    return ScoreRecord(id=doc_id, text=text, terms=terms, ts=ts)
+    text, terms, raw = _check_content(obj, limits)
+    return ScoreRecord(id=doc_id, text=text, terms=terms, ts=ts, raw=raw)
 
 
 # ---------------------------------------------------------------------- serializing
@@ -278,15 +321,20 @@ def encode_score(record: ScoreRecord) -> bytes:
     --------
     >>> encode_score(ScoreRecord(id="q1", text="hi"))
     b'{"id":"q1","text":"hi"}'
+    >>> encode_score(ScoreRecord(id="m1", raw=b"Subject: hi"))
+    b'{"id":"m1","raw_b64":"U3ViamVjdDogaGk="}'
     """
     return _encode({"id": record.id}, record)
 
 
 def _encode(obj: dict[str, Any], record: TrainRecord | ScoreRecord, with_content: bool = True) -> bytes:
-    """Add the record's ``terms`` (or ``text``) and ``ts`` (when set) to ``obj``, in that order, and dump it."""
+    """Add the record's ``terms`` (or ``raw_b64``, or ``text``) and ``ts`` (when set) to ``obj``, in that order,
+    and dump it."""
     if with_content:
         if record.terms is not None:
             obj["terms"] = dict(record.terms)
+        elif record.raw is not None:
+            obj["raw_b64"] = base64.b64encode(record.raw).decode("ascii")
         else:
             obj["text"] = record.text
     if record.ts is not None:

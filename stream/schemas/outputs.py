@@ -5,6 +5,10 @@ classifier scores at once); :func:`encode_output` writes one
 :class:`OutputRecord` as a batch of one, so the two cannot drift apart.
 :func:`parse_output` reads a record back, and :func:`model_version` is the
 ``model.version`` the service writes (docs/SCHEMAS.md).
+
+Two optional objects: ``decision`` (the spam verdict: posterior, threshold, learn
+guards; when the service has a spam decision configured) and ``mail`` (``flags``:
+what was malformed in a whole message read from ``raw_b64``; only for such records).
 """
 from __future__ import annotations
 
@@ -67,6 +71,10 @@ class OutputRecord:
         Time from the input record's arrival to scoring, milliseconds.
     ts : float or None
         The input record's event time, echoed for evaluation; omitted when None.
+    decision : mapping or None
+        The spam decision (``label``, ``p``, ``threshold``, ``verdict``, ``learned``, ``min``); omitted when None.
+    mail : mapping or None
+        For a whole message: ``{"flags": [...]}``; omitted when None.
 
     Examples
     --------
@@ -85,6 +93,8 @@ class OutputRecord:
     scored_at: float
     latency_ms: float
     ts: float | None = None
+    decision: Mapping[str, Any] | None = None
+    mail: Mapping[str, Any] | None = None
 
     @classmethod
     def from_scores(
@@ -97,6 +107,8 @@ class OutputRecord:
         labels: Iterable[str] | None = None,
         scored_at: float | None = None,
         ts: float | None = None,
+        decision: Mapping[str, Any] | None = None,
+        mail: Mapping[str, Any] | None = None,
     ) -> OutputRecord:
         """Build an output record; ``p`` values are cast to float (numpy scalars are fine)."""
         pairs = tuple((str(label), float(p)) for label, p in top_k)
@@ -112,6 +124,8 @@ class OutputRecord:
             scored_at=time.time() if scored_at is None else float(scored_at),
             latency_ms=float(latency_ms),
             ts=ts,
+            decision=decision,
+            mail=mail,
         )
 
 
@@ -121,13 +135,16 @@ def _valid_version(version: Any) -> bool:
 
 def encode_outputs(ids: Sequence[str], top_labels: Sequence[Sequence[str]], top_p: np.ndarray,
                    labels: Sequence[Sequence[str]], *, model: Mapping[str, Any], scored_at: float,
-                   latency_ms: Sequence[float], ts: Sequence[float | None]) -> list[bytes]:
+                   latency_ms: Sequence[float], ts: Sequence[float | None],
+                   decisions: Sequence[Mapping[str, Any] | None] | None = None,
+                   mail: Sequence[Mapping[str, Any] | None] | None = None) -> list[bytes]:
     """Serialize a batch of output records (the output schema's one encoder).
 
     Record ``i`` is ``ids[i]``, its ``top_labels[i]`` with their posteriors
     ``top_p[i]`` (one row per record, best first), the predicted set ``labels[i]``,
-    ``latency_ms[i]`` and event time ``ts[i]`` (``None``: omitted); ``model`` and
-    ``scored_at`` are the batch's. The checks run once on the whole array.
+    ``latency_ms[i]`` and event time ``ts[i]`` (``None``: omitted), and when given
+    ``decisions[i]`` and ``mail[i]`` (``None``: omitted); ``model`` and ``scored_at``
+    are the batch's. The checks run once on the whole array.
 
     Raises
     ------
@@ -158,17 +175,27 @@ def encode_outputs(ids: Sequence[str], top_labels: Sequence[Sequence[str]], top_
     model = dict(model)
     if model.get("version") is not None and not _valid_version(model["version"]):
         raise ValueError(f"model version must be a non-negative integer, got {model['version']!r}")
+    for decision in decisions or ():
+        if decision is not None and not (0.0 <= decision.get("p", math.nan) <= 1.0):
+            raise ValueError(f"decision p must be a probability, got {decision.get('p')!r}")
+    extras = list(zip(decisions or [None] * len(ids), mail or [None] * len(ids)))
+    if len(extras) != len(ids):
+        raise ValueError("decisions and mail must have one entry per record")
     out = []
     # orjson: about 5x faster than json.dumps here; it would write NaN as null, which the
     # checks above rule out
     dumps = orjson.dumps
-    for doc_id, names, row, chosen, latency, t in zip(ids, top_labels, np.clip(top_p, 0.0, 1.0).tolist(), labels,
-                                                      latencies, ts):
+    for doc_id, names, row, chosen, latency, t, (decision, read) in zip(
+            ids, top_labels, np.clip(top_p, 0.0, 1.0).tolist(), labels, latencies, ts, extras):
         obj: dict[str, Any] = {"id": doc_id, "labels": list(chosen),
                                "top_k": [{"label": n, "p": p} for n, p in zip(names, row)],
                                "model": model, "scored_at": scored_at, "latency_ms": latency}
         if t is not None:
             obj["ts"] = float(t)
+        if decision is not None:
+            obj["decision"] = decision
+        if read is not None:
+            obj["mail"] = read
         out.append(dumps(obj))
     return out
 
@@ -184,7 +211,8 @@ def encode_output(record: OutputRecord) -> bytes:
     names = [label for label, _ in record.top_k]
     posteriors = np.array([float(p) for _, p in record.top_k], dtype=np.float64).reshape(1, len(names))
     return encode_outputs([record.id], [names], posteriors, [record.labels], model=record.model,
-                          scored_at=record.scored_at, latency_ms=[record.latency_ms], ts=[record.ts])[0]
+                          scored_at=record.scored_at, latency_ms=[record.latency_ms], ts=[record.ts],
+                          decisions=[record.decision], mail=[record.mail])[0]
 
 
 def parse_output(value: bytes, limits: Limits = DEFAULT_LIMITS) -> OutputRecord:
@@ -225,6 +253,12 @@ def parse_output(value: bytes, limits: Limits = DEFAULT_LIMITS) -> OutputRecord:
                             f"model.version must be a non-negative integer, got {json_type_name(model['version'])}")
     scored_at = require_field(obj, "scored_at", (int, float), "a number")
     latency_ms = require_field(obj, "latency_ms", (int, float), "a number")
+    optional = {}
+    for name in ("decision", "mail"):
+        value = obj.get(name)
+        if value is not None and not isinstance(value, dict):
+            raise InvalidRecord(Reason.WRONG_TYPE, f"{name} must be an object, got {json_type_name(value)}")
+        optional[name] = value
     return OutputRecord(
         id=doc_id,
         top_k=tuple(top_k),
@@ -233,4 +267,5 @@ def parse_output(value: bytes, limits: Limits = DEFAULT_LIMITS) -> OutputRecord:
         scored_at=float(scored_at),
         latency_ms=float(latency_ms),
         ts=parse_timestamp(obj.get("ts"), limits),
+        **optional,
     )

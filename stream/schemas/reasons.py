@@ -27,7 +27,7 @@ class Reason(enum.StrEnum):
     NOT_AN_OBJECT = "not_an_object"  # JSON but not an object (or a null value / tombstone)
     MISSING_FIELD = "missing_field"  # a required field is absent or null (or labels is empty)
     WRONG_TYPE = "wrong_type"  # a field or element has the wrong JSON type
-    CONFLICTING_FIELDS = "conflicting_fields"  # both text and terms
+    CONFLICTING_FIELDS = "conflicting_fields"  # more than one of text, terms, raw_b64
     UNKNOWN_OP = "unknown_op"  # op is not learn / unlearn / forget
     BAD_TIMESTAMP = "bad_timestamp"  # unparsable, NaN/inf, negative or absurdly large ts
     TOO_LARGE = "too_large"  # record bytes or text characters over the limit
@@ -37,6 +37,7 @@ class Reason(enum.StrEnum):
     BAD_TERM = "bad_term"  # empty, too long, or holding control characters
     BAD_COUNT = "bad_count"  # term count not finite, not > 0 or over the limit
     BAD_ID = "bad_id"  # empty, too long, or holding control characters
+    BAD_RAW_B64 = "bad_raw_b64"  # raw_b64 is not standard base64 (alphabet, padding; no line breaks)
 
 
 class ApplyReason(enum.StrEnum):

@@ -1,0 +1,121 @@
+"""A mail admin's decision on a two-label posterior: a spam threshold and learn guards.
+
+Spam filters do not answer "spam" because spam is the arg-max; an admin sets a
+threshold on the posterior, and SpamAssassin's Bayes gives no verdict at all
+until it has learned ``bayes_min_spam_num`` spams and ``bayes_min_ham_num``
+hams (200 each by default). :class:`SpamDecision` is that rule, shared by the
+service (every output carries it, ``docs/SCHEMAS.md``) and ``sgm eval`` (the
+false-positive and false-negative rates at the threshold, ``docs/EVALUATION.md``).
+
+Verdicts: ``"spam"`` (posterior of the spam label at or above the threshold,
+guards met), ``"ham"`` (below it), ``"not_ready"`` (a guard not met: no spam
+verdict). Documents counted for the guards are the model's live documents:
+"spam" those with the spam label, "ham" all others (what a forget or the memory
+bound removes no longer counts).
+
+Examples
+--------
+>>> rule = SpamDecision(threshold=0.9, min_spam=2, min_ham=1)
+>>> learned = rule.learned({"spam": 3, "ham": 1})
+>>> learned, rule.verdict(0.95, learned), rule.verdict(0.6, learned)
+({'spam': 3, 'ham': 1}, 'spam', 'ham')
+>>> rule.verdict(0.99, rule.learned({"spam": 3}))
+'not_ready'
+>>> rule.output(0.99, {"spam": 3, "ham": 0})
+{'label': 'spam', 'p': 0.99, 'threshold': 0.9, 'verdict': 'not_ready', 'learned': {'spam': 3, 'ham': 0}, \
+'min': {'spam': 2, 'ham': 1}}
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+__all__ = ["SpamDecision", "VERDICTS"]
+
+VERDICTS = ("spam", "ham", "not_ready")
+
+
+@dataclass(frozen=True)
+class SpamDecision:
+    """Threshold and learn guards of a spam verdict.
+
+    Parameters
+    ----------
+    label : str
+        The spam label (the positive class).
+    threshold : float
+        Posterior of ``label`` at or above which the verdict is spam, in (0, 1].
+    min_spam, min_ham : int
+        No spam verdict until the model holds this many documents with ``label`` /
+        without it (SpamAssassin's ``bayes_min_spam_num`` / ``bayes_min_ham_num``).
+    """
+
+    label: str = "spam"
+    threshold: float = 0.5
+    min_spam: int = 0
+    min_ham: int = 0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.label, str) and self.label):
+            raise ValueError("the spam label must be a non-empty string")
+        if not (0.0 < float(self.threshold) <= 1.0):
+            raise ValueError(f"threshold must be in (0, 1], got {self.threshold!r}")
+        for name in ("min_spam", "min_ham"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(value) != value or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+
+    def learned(self, per_class: Mapping[Any, int]) -> dict[str, int]:
+        """``{"spam": n, "ham": m}`` from a model's :meth:`documents_per_class` (powerset classes are label
+        tuples). A document with several labels counts once, as spam when the spam label is among them."""
+        spam = ham = 0
+        for name, count in per_class.items():
+            labels = name if isinstance(name, tuple) else (name,)
+            if self.label in labels:
+                spam += count
+            else:
+                ham += count
+        return {"spam": int(spam), "ham": int(ham)}
+
+    def learned_from(self, model) -> dict[str, int]:
+        """:meth:`learned` of a model. In per-label mode a document with the spam label and another
+        is counted under both classes: ham is then the live documents minus the spam ones."""
+        counts = self.learned(model.documents_per_class())
+        if model.multilabel != "powerset":
+            counts["ham"] = len(model) - counts["spam"]
+        return counts
+
+    def ready(self, learned: Mapping[str, int]) -> bool:
+        return learned["spam"] >= self.min_spam and learned["ham"] >= self.min_ham
+
+    def verdict(self, p_spam: float, learned: Mapping[str, int]) -> str:
+        if not self.ready(learned):
+            return "not_ready"
+        return "spam" if p_spam >= self.threshold else "ham"
+
+    def output(self, p_spam: float, learned: Mapping[str, int]) -> dict[str, Any]:
+        """The ``decision`` object of an output record."""
+        p = float(p_spam)
+        if not math.isfinite(p):
+            raise ValueError(f"p must be finite, got {p_spam!r}")
+        return {"label": self.label, "p": p, "threshold": float(self.threshold), "verdict": self.verdict(p, learned),
+                "learned": dict(learned), "min": {"spam": int(self.min_spam), "ham": int(self.min_ham)}}
+
+    def labels(self, verdict: str, ranked: list[str]) -> list[str]:
+        """The output label set for a verdict: the spam label, else the best-ranked other label (none known: [])."""
+        if verdict == "spam":
+            return [self.label]
+        return next(([name] for name in ranked if name != self.label), [])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "threshold": float(self.threshold), "min_spam": int(self.min_spam),
+                "min_ham": int(self.min_ham)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SpamDecision":
+        unknown = set(data) - {"label", "threshold", "min_spam", "min_ham"}
+        if unknown:
+            raise ValueError(f"unknown decision settings: {sorted(unknown)}")
+        return cls(label=str(data.get("label", "spam")), threshold=float(data.get("threshold", 0.5)),
+                   min_spam=int(data.get("min_spam", 0)), min_ham=int(data.get("min_ham", 0)))

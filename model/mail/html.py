@@ -1,0 +1,175 @@
+"""HTML to text plus markup evidence, in one bounded linear scan.
+
+The text keeps what a reader sees: tags that break lines become newlines,
+inline tags and comments vanish without a space, so the classic ``FR<b></b>EE``
+and ``V<!-- x -->iagra`` come out as ``FREE`` and ``Viagra`` (SpamBayes found
+the same); ``<script>`` and ``<style>`` contents are dropped; entities are
+decoded. The markup itself becomes evidence: which known tags and attributes
+occur, a few attribute values that spam tools favour (font colours and sizes,
+zero-sized images, hidden styles), comments inside words, numeric entities.
+
+Every pattern is anchored at a ``<`` and stops at the next ``<`` or ``>`` or a
+fixed window, and attribute values are read with optional closing quotes, so
+no pattern can backtrack over more than a bounded window: work is linear in
+the input. At most ``max_tags`` ``<`` are examined one by one; the rest of the
+document is stripped by one regular-expression pass (``html_too_many_tags``).
+
+>>> page = html_to_text('<p>FR<b></b>EE <font color="#FF0000" size=1>m&amp;ms</font><br>'
+...                     '<a href="http://x.example/a?b=1">click</a><!-- zz --></p>')
+>>> page.text
+'\\nFREE m&ms\\nclick\\n'
+>>> page.links, page.markup
+(['http://x.example/a?b=1'], ['tag:p', 'tag:b', 'tag:font', 'attr:font.color', 'val:font.color=#ff0000', \
+'attr:font.size', 'val:font.size=1', 'tag:br', 'tag:a', 'attr:a.href', 'html:comment'])
+"""
+from __future__ import annotations
+
+import html as _html
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["HtmlText", "html_to_text"]
+
+_KNOWN_TAGS = frozenset("""
+a abbr address applet area b base basefont bgsound big blink blockquote body br button caption center cite code col
+colgroup dd del dfn dir div dl dt em embed fieldset font form frame frameset h1 h2 h3 h4 h5 h6 head hr html i iframe
+ilayer img input ins isindex kbd label layer legend li link map marquee menu meta multicol nobr noembed noframes
+noscript object ol optgroup option p param plaintext pre q s samp script select small spacer span strike strong style
+sub sup table tbody td textarea tfoot th thead title tr tt u ul var wbr xml o:p st1:place
+""".split())
+_LINE_BREAKING = frozenset("""
+address blockquote body br center dd div dl dt form frame h1 h2 h3 h4 h5 h6 head hr html iframe img li map ol option
+p pre table tbody td tfoot th thead title tr ul
+""".split())
+_DROPPED_CONTENT = ("script", "style")
+_LINK_ATTRS = {"href": ("a", "area", "base", "link"), "src": ("img", "frame", "iframe", "script", "embed", "input"),
+               "action": ("form",), "background": ("body", "table", "td", "th", "tr")}
+_VALUE_ATTRS = {("font", "color"), ("font", "size"), ("font", "face"), ("body", "bgcolor"), ("body", "text"),
+                ("table", "bgcolor"), ("td", "bgcolor"), ("a", "target"), ("table", "border"), ("img", "border"),
+                ("meta", "http-equiv"), ("form", "method")}
+
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:]{0,31})([^<>]{0,2048})>")
+_DECLARATION = re.compile(r"<[!?][^<>]{0,2048}>")
+_ATTR = re.compile(r"([A-Za-z_:][-A-Za-z0-9_:.]{0,40})(?:\s*=\s*(\"[^\"]{0,256}\"?|'[^']{0,256}'?|[^\s\"'>]{1,256}))?")
+_ANY_TAG = re.compile(r"<[!?/]?[A-Za-z][^<>]{0,2048}>|<!--|-->")
+_VALUE_JUNK = re.compile(r"[^a-z0-9#.,+-]")
+_HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*[0-2](?:px|pt)?\b", re.I)
+_NUMERIC_ENTITY = re.compile(r"&#x?[0-9a-fA-F]{1,6};?")
+_END_OF = {name: re.compile(rf"</{name}\s*>", re.I) for name in _DROPPED_CONTENT}
+
+
+@dataclass
+class HtmlText:
+    """What :func:`html_to_text` read: visible ``text``, ``markup`` evidence tokens (in order of first
+    occurrence, each once), ``links`` (URL-bearing attribute values, at most ``max_links``), ``flags``, and
+    ``tags``: how many ``<`` were examined (tags, comments, declarations and stray ``<`` alike)."""
+
+    text: str
+    markup: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    tags: int = 0
+
+
+def html_to_text(source: str, max_tags: int = 20_000, max_links: int = 256) -> HtmlText:
+    """Visible text and markup evidence of an HTML document or fragment.
+
+    Parameters
+    ----------
+    source : str
+        HTML (already decoded to text).
+    max_tags : int
+        ``<`` examined (tags, comments, declarations, stray ``<``); the rest of the document is
+        stripped of tags by one regular-expression pass, without evidence (``html_too_many_tags``).
+    max_links : int
+        URL-bearing attribute values kept.
+
+    Returns
+    -------
+    HtmlText
+
+    Examples
+    --------
+    >>> html_to_text("V<!-- x -->iagra <b>cheap</b>").text
+    'Viagra cheap'
+    >>> r = html_to_text("<style>p {color: red}</style>ok <script>alert(1)")
+    >>> r.text, r.flags
+    ('ok ', ['html_unterminated'])
+    """
+    out: list[str] = []
+    markup: dict[str, None] = {}
+    links: list[str] = []
+    flags: list[str] = []
+    pos, n, tags = 0, len(source), 0
+    find = source.find
+    while pos < n:
+        lt = find("<", pos)
+        if lt < 0:
+            out.append(source[pos:])
+            break
+        out.append(source[pos:lt])
+        if tags >= max_tags:
+            flags.append("html_too_many_tags")
+            out.append(_ANY_TAG.sub("", source[lt:]))
+            break
+        tags += 1  # every '<' examined counts, tag or not: the Python-level work is bounded by max_tags
+        if source.startswith("<!--", lt):
+            end = find("-->", lt + 4)
+            markup["html:comment"] = None
+            if lt > 0 and end >= 0 and source[lt - 1].isalnum() and source[end + 3:end + 4].isalnum():
+                markup["html:comment-in-word"] = None
+            if end < 0:
+                flags.append("html_unterminated")
+                break
+            pos = end + 3
+            continue
+        match = _TAG.match(source, lt)
+        if match is None:
+            declaration = _DECLARATION.match(source, lt)
+            if declaration is not None:
+                pos = declaration.end()
+                continue
+            out.append("<")
+            pos = lt + 1
+            continue
+        closing, name, rest = match.group(1), match.group(2).lower(), match.group(3)
+        pos = match.end()
+        if name in _LINE_BREAKING:
+            out.append("\n")
+        if closing:
+            continue
+        known = name in _KNOWN_TAGS
+        markup[f"tag:{name}" if known else "tag:?"] = None
+        if known and rest.strip():
+            _attributes(name, rest, markup, links, max_links)
+        if name in _DROPPED_CONTENT:
+            end_match = _END_OF[name].search(source, pos)
+            if end_match is None:
+                flags.append("html_unterminated")
+                break
+            pos = end_match.end()
+    text = "".join(out)
+    if "&" in text:
+        if _NUMERIC_ENTITY.search(text):
+            markup["html:numeric-entity"] = None
+        text = _html.unescape(text)
+    return HtmlText(text, list(markup), links, flags, tags)
+
+
+def _attributes(tag: str, rest: str, markup: dict[str, None], links: list[str], max_links: int) -> None:
+    for count, match in enumerate(_ATTR.finditer(rest)):
+        if count >= 16:
+            break
+        attr = match.group(1).lower()
+        raw = match.group(2) or ""
+        if raw[:1] in ("'", '"'):
+            raw = raw[1:-1] if len(raw) > 1 and raw[-1] == raw[0] else raw[1:]
+        markup[f"attr:{tag}.{attr}"[:60]] = None
+        if tag in _LINK_ATTRS.get(attr, ()) and raw and len(links) < max_links:
+            links.append(_html.unescape(raw.strip()))
+        if (tag, attr) in _VALUE_ATTRS and raw:
+            markup[f"val:{tag}.{attr}={_VALUE_JUNK.sub('', raw.lower())[:24]}"] = None
+        elif attr in ("width", "height") and raw.strip() in ("0", "1"):
+            markup[f"val:{tag}.tiny"] = None
+        elif attr == "style" and _HIDDEN_STYLE.search(raw):
+            markup["html:hidden-style"] = None
