@@ -170,6 +170,17 @@ def _rehash(unknown_hash, n_unknown, size):  # pragma: no cover - compiled
     return table
 
 
+@njit(cache=True, nogil=True)
+def _regrown(slots, size):  # pragma: no cover - compiled
+    """The filed (hash, term) pairs of ``slots`` in a new table of ``size`` slots (deleted slots dropped)."""
+    table = np.zeros((size, 2), dtype=np.int64)
+    table[:, 1] = _EMPTY
+    for at in range(slots.shape[0]):
+        if slots[at, 1] >= 0:
+            _insert(table, np.uint64(slots[at, 0]), slots[at, 1])
+    return table
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _split_words(data, begin, end, byte_class, lowercase, max_len, buf, starts, ends, hashes):  # pragma: no cover
     """Clean ``data[begin:end]`` into ``buf`` (lower-case, separators, dropped apostrophes) and split it.
@@ -407,9 +418,9 @@ class TermLexicon:
         capacity = 1 << max(4, (3 * max(len(names), 8) - 1).bit_length())  # at most a third full: room to grow
         # what one lookup reads together is stored together (a cache miss each, not one per array):
         # a slot's hash and term id; a term's bytes' start and length; a term's per-document mark and row
-        self.slots = np.zeros((capacity, 2), dtype=np.int64)
-        self.slot_hash, self.slot_term = self.slots.view(np.uint64)[:, 0], self.slots[:, 1]  # views, for reading
-        self.slot_term[:] = _EMPTY
+        slots = np.zeros((capacity, 2), dtype=np.int64)
+        slots[:, 1] = _EMPTY
+        self._set_slots(slots)
         self.term_hash = np.zeros(len(names), dtype=np.uint64)
         self._term_arrays(len(names))
         self.term_bytes = np.zeros(16, dtype=np.uint8)
@@ -454,6 +465,22 @@ class TermLexicon:
         for name, values in old.items():
             getattr(self, name)[: len(values)] = values
 
+    def _room_for(self, count: int) -> None:
+        """Keep the table at most half full (deleted slots included) once ``count`` more terms are filed.
+
+        A fuller table is rehashed from the (hash, term) pairs it holds, in one compiled pass (at most a
+        third full afterwards): no name is read back from the interner.
+        """
+        if 2 * (self.used + self.deleted + count) <= len(self.slot_term):
+            return
+        capacity = 1 << max(4, (3 * max(self.used + count, 8) - 1).bit_length())
+        self._set_slots(_regrown(self.slots, capacity))
+        self.deleted = 0
+
+    def _set_slots(self, slots: np.ndarray) -> None:
+        self.slots = slots
+        self.slot_hash, self.slot_term = slots.view(np.uint64)[:, 0], slots[:, 1]  # views, for reading
+
     def sync(self) -> None:
         """Apply the interner's changes since the last call."""
         changes = self.interner.changes
@@ -463,9 +490,7 @@ class TermLexicon:
         if not changes:
             return
         self.interner.changes = []
-        if 2 * (self.used + self.deleted + len(changes)) > len(self.slot_term):
-            self._build()  # from the interner as it is now; the table stays at most half full
-            return
+        self._room_for(len(changes))
         self._ensure_ids(len(self.interner.names))
         changed = list(dict.fromkeys(changes))
         # an id that held a term lost it (removed, or reused for another name): unfile, then file what it holds now
@@ -532,8 +557,7 @@ class TermLexicon:
         count = len(ids)
         if changes is None or len(changes) < count or changes[-count:] != ids.tolist():
             return  # not what was expected: the next sync files them from the interner
-        if 2 * (self.used + self.deleted + count) > len(self.slot_term):
-            return  # the table needs rebuilding: sync does it
+        self._room_for(count)
         del changes[-count:]
         self._ensure_ids(len(self.interner.names))
         self._file_bytes(ids, blob, lengths)
