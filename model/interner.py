@@ -22,7 +22,7 @@ class Interner:
     [1, 2, 0]
     """
 
-    __slots__ = ("ids", "names", "free", "changes")
+    __slots__ = ("ids", "names", "free", "changes", "version")
 
     def __init__(self, names: list[str | None] | None = None, free: list[int] | None = None) -> None:
         self.ids = _NameIds()
@@ -32,6 +32,8 @@ class Interner:
         #: Ids added or removed, in order, once a follower (``model.lexicon.TermLexicon``) asked for them;
         #: ``None`` when nobody follows, or the log grew so long unread that rebuilding is cheaper.
         self.changes: list[int] | None = None
+        #: Bumped by every addition or removal: a result computed at one version holds while it stays.
+        self.version = 0
 
     def ids_of(self, names: list[str], added: list[str] | None = None) -> np.ndarray:
         """Ids of ``names``, adding the new ones in first-seen order (and listing them in ``added``).
@@ -75,6 +77,7 @@ class Interner:
             index = len(self.names)
             self.names.append(name)
         self.ids[name] = index
+        self.version += 1
         if self.changes is not None:
             self._log_change(index)
         return index
@@ -101,6 +104,7 @@ class Interner:
         fresh = range(start, len(names))
         ids.update(zip(new_names, taken))
         ids.update(zip(new_names[reused:], fresh))
+        self.version += 1
         if self.changes is not None:
             self.changes.extend(taken)
             self.changes.extend(fresh)
@@ -114,5 +118,6 @@ class Interner:
         del self.ids[name]
         self.names[index] = None
         self.free.append(index)
+        self.version += 1
         if self.changes is not None:
             self._log_change(index)

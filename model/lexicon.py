@@ -381,6 +381,16 @@ def _encoded(texts: Sequence[str], lowercase: bool) -> tuple[bytes, list[int]]:
     return b"".join(parts), [len(part) for part in parts]
 
 
+def _names_of(text: np.ndarray, unknown: np.ndarray) -> list[str]:
+    """The strings of the unknown tokens ``text[start : start + length]``, ``(start, length) = unknown[u]``."""
+    raw = text.tobytes()
+    bounds = zip(unknown[:, 0].tolist(), (unknown[:, 0] + unknown[:, 1]).tolist())
+    if raw.isascii():
+        blob = raw.decode("ascii")
+        return [blob[start:end] for start, end in bounds]
+    return [raw[start:end].decode("utf-8", "surrogatepass") for start, end in bounds]
+
+
 def _utf8(names: list[str]) -> tuple[bytes, list[int]]:
     """Names as one UTF-8 blob and each name's length in bytes."""
     joined = "".join(names)
@@ -409,7 +419,7 @@ class TermLexicon:
     def __init__(self, interner) -> None:
         self.interner = interner
         self.serial = 0
-        self._unknown_bytes: tuple[np.ndarray, np.ndarray] | None = None
+        self._last: tuple | None = None  # (text, tokenizer, interner version, its _all_terms result)
         self._build()
 
     def _build(self) -> None:
@@ -509,10 +519,24 @@ class TermLexicon:
         Documents in order; per document the terms in first-occurrence order,
         exactly as ``Counter(tokenizer.tokens(text))`` lists them. With
         ``entries`` (per term id, e.g. how many entries it has) only terms with
-        ``entries[t] > 0`` are kept (in the same pass).
+        ``entries[t] > 0`` are kept.
+
+        One text is tokenized with its unknown tokens kept (not yet as strings)
+        and remembered: learning the same text object next, with the vocabulary
+        unchanged (the prequential order: score, then learn), reuses the pass.
         """
         self.sync()
-        return self._compiled(texts, tokenizer, entries=_NO_FILTER if entries is None else entries)
+        if len(texts) != 1:
+            return self._known(texts, tokenizer, _NO_FILTER if entries is None else entries)
+        owner, terms, counts, _, _ = self._tokenized(texts, tokenizer, keep=True)
+        keep = terms >= 0
+        if entries is not None:
+            known = terms[keep]
+            seen = np.zeros(len(known), dtype=bool)
+            inside = known < len(entries)
+            seen[inside] = entries[known[inside]] > 0
+            keep[keep] = seen
+        return owner[keep], terms[keep], counts[keep]
 
     def all_terms(self, texts: Sequence[str], tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
         """``(owner, terms, counts, new)``: every term of each text with its count, for learning.
@@ -530,7 +554,8 @@ class TermLexicon:
         ([0, 0, 1], [0, -1, -1], [2.0, 1.0, 1.0], ['eggs'])
         """
         self.sync()
-        return self._compiled(texts, tokenizer, collect_unknown=True)
+        owner, terms, counts, text, unknown = self._tokenized(texts, tokenizer)
+        return owner, terms, counts, _names_of(text, unknown)
 
     def learn_terms(self, texts: Sequence[str], tokenizer: Tokenizer,
                     intern: Callable[[list[str]], np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -542,14 +567,35 @@ class TermLexicon:
         straight from the bytes the tokenizer saw (one compiled pass), so the
         next lookup need not read them back from the interner.
         """
-        owner, terms, counts, new = self.all_terms(texts, tokenizer)
-        if new:
-            new_ids = intern(new)
-            unknown = terms < 0
-            terms[unknown] = new_ids[-terms[unknown] - 1]
-            self._file_fresh(new_ids, *self._unknown_bytes)
-        self._unknown_bytes = None
+        self.sync()
+        owner, terms, counts, text, unknown = self._tokenized(texts, tokenizer)
+        if len(unknown):
+            new_ids = intern(_names_of(text, unknown))
+            missing = terms < 0
+            terms[missing] = new_ids[-terms[missing] - 1]
+            self._file_fresh(new_ids, text, np.ascontiguousarray(unknown[:, 1]))
         return owner, terms, counts
+
+    def _tokenized(self, texts: Sequence[str], tokenizer: Tokenizer, keep: bool = False):
+        """``(owner, terms, counts, text, unknown)`` of :func:`_all_terms` (the caller synced).
+
+        The last single text tokenized with ``keep`` is remembered, valid while the
+        interner's version stays: the next call for that same text object takes it
+        (the arrays are then the caller's own; nothing is remembered any more).
+        """
+        last, self._last = self._last, None
+        if (last is not None and len(texts) == 1 and last[0] is texts[0] and last[1] == tokenizer
+                and last[2] == self.interner.version):
+            if keep:
+                self._last = last
+            return last[3]
+        result = self._compiled(texts, tokenizer, collect_unknown=True)
+        if keep and len(texts) == 1:
+            self._last = (texts[0], tokenizer, self.interner.version, result)
+        return result
+
+    def _known(self, texts: Sequence[str], tokenizer: Tokenizer, entries: np.ndarray):
+        return self._compiled(texts, tokenizer, entries=entries)
 
     def _file_fresh(self, ids: np.ndarray, blob: np.ndarray, lengths: np.ndarray) -> None:
         """File terms the interner just added as ``ids`` (the last entries of its change log), from their bytes."""
@@ -581,13 +627,4 @@ class TermLexicon:
             n, self.serial = _known_terms(*args, entries)
             return out_owner[:n], out_terms[:n], out_counts[:n]
         n, self.serial, text, unknown = _all_terms(*args)
-        text_start, text_len = unknown[:, 0], np.ascontiguousarray(unknown[:, 1])
-        raw = text.tobytes()
-        if raw.isascii():
-            blob = raw.decode("ascii")
-            new = [blob[start : start + length] for start, length in zip(text_start.tolist(), text_len.tolist())]
-        else:
-            new = [raw[start : start + length].decode("utf-8", "surrogatepass")
-                   for start, length in zip(text_start.tolist(), text_len.tolist())]
-        self._unknown_bytes = (text, text_len)  # for _file_fresh: the new terms' bytes, in order, contiguous
-        return out_owner[:n], out_terms[:n], out_counts[:n], new
+        return out_owner[:n], out_terms[:n], out_counts[:n], text, unknown
