@@ -9,8 +9,9 @@ for ASCII text, hashes each token (and each word n-gram) with 64-bit FNV-1a, and
 finds it in an open-addressing table of the vocabulary's terms. A hash match is
 confirmed by comparing the bytes, so the result is exact: the same terms and
 counts, in the same order, as ``Counter(tokenizer.tokens(text))`` restricted to
-the vocabulary. Text with any non-ASCII character takes the Python path
-(Unicode lower-casing and punctuation are not re-implemented here).
+the vocabulary. Text with non-ASCII characters is lower-cased by Python
+(Unicode lower-casing is not re-implemented here) and classified character
+by character in the kernel.
 
 For learning (:meth:`TermLexicon.all_terms`) the same pass also keeps the tokens
 that are not in the vocabulary, each new string once per batch, for the caller to
@@ -34,14 +35,18 @@ _FNV_PRIME = np.uint64(0x100000001B3)
 _EMPTY, _DELETED = -1, -2
 _NO_FILTER = np.zeros(0, dtype=np.int64)
 
-# Byte classes for the kernel: 0 = part of a token, 1 = separator (whitespace as str.split()
-# sees it, or punctuation, which the tokenizer maps to a space), 2 = deleted (the apostrophe).
-_BYTE_CLASS = np.zeros(256, dtype=np.uint8)
+# Character classes for the kernel, by code point: 0 = part of a token, 1 = separator (whitespace
+# as str.split() sees it, or punctuation, which the tokenizer maps to a space), 2 = deleted (the
+# apostrophes). ASCII bytes index it directly; a multi-byte UTF-8 character by its decoded code point
+# (code points past the table are token characters).
+_CHAR_CLASS = np.zeros(max(SPLIT_READY) + 1, dtype=np.uint8)
 for _b in range(128):
     if chr(_b).isspace() or ASCII_SEPARATORS[_b] == 32:
-        _BYTE_CLASS[_b] = 1
+        _CHAR_CLASS[_b] = 1
 for _b in ASCII_DELETED:
-    _BYTE_CLASS[_b] = 2
+    _CHAR_CLASS[_b] = 2
+for _c, _to in SPLIT_READY.items():
+    _CHAR_CLASS[_c] = 2 if _to is None else 1
 
 
 @njit(cache=True, nogil=True)
@@ -182,7 +187,25 @@ def _regrown(slots, size):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _split_words(data, begin, end, byte_class, lowercase, max_len, buf, starts, ends, hashes):  # pragma: no cover
+def _character_class(data, i, char_class):  # pragma: no cover - compiled
+    """``(class, continuation bytes to skip)`` of the UTF-8 character whose lead byte is ``data[i]``.
+
+    A token character keeps its bytes (nothing to skip); a separator or deleted one goes whole.
+    """
+    b = np.int64(data[i])
+    if b < 0xE0:
+        n, cp = 2, ((b & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
+    elif b < 0xF0:
+        n, cp = 3, ((b & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F)
+    else:
+        return 0, 0  # beyond the basic plane: no separator there
+    if cp >= char_class.shape[0] or char_class[cp] == 0:
+        return 0, 0
+    return np.int64(char_class[cp]), n - 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _split_words(data, begin, end, char_class, lowercase, max_len, buf, starts, ends, hashes):  # pragma: no cover
     """Clean ``data[begin:end]`` into ``buf`` (lower-case, separators, dropped apostrophes) and split it.
 
     Words longer than ``max_len`` characters (UTF-8) are dropped; each kept word's bounds in
@@ -194,13 +217,22 @@ def _split_words(data, begin, end, byte_class, lowercase, max_len, buf, starts, 
     word_start = -1
     chars = 0  # characters of the word so far: UTF-8 bytes other than continuation bytes
     h = _FNV_OFFSET
+    skip = 0  # continuation bytes of a separator or deleted character still to pass
     for i in range(begin, end + 1):
         if i < end:
             b = data[i]
-            kind = byte_class[b]
+            if skip > 0:
+                skip -= 1
+                continue
+            if b < 0x80:
+                kind = char_class[b]
+            elif b >= 0xC0:  # a character's lead byte: classify the character (the text is valid UTF-8)
+                kind, skip = _character_class(data, i, char_class)
+            else:
+                kind = 0  # a continuation byte of a token character
             if kind == 2:
                 continue
-            if lowercase and 65 <= b <= 90:
+            if lowercase and 65 <= b <= 90:  # (non-ASCII text comes lower-cased)
                 b += 32
         else:
             kind = 1  # the end of the document ends the last word
@@ -235,7 +267,7 @@ def _ngram_hash(buf, starts, ends, hashes, first, n):  # pragma: no cover - comp
 
 
 @njit(cache=True, nogil=True)
-def _known_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slots, term_bytes, location, marks, serial,
+def _known_terms(data, doc_starts, char_class, lowercase, max_len, ngrams, slots, term_bytes, location, marks, serial,
                  out_owner, out_terms, out_counts, entries):  # pragma: no cover
     """Known terms of each document with their counts, in first-occurrence order; returns how many.
 
@@ -249,7 +281,7 @@ def _known_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slots
     hashes = np.empty(data.shape[0] // 2 + 1, dtype=np.uint64)
     for d in range(doc_starts.shape[0] - 1):
         serial += 1
-        n_words = _split_words(data, doc_starts[d], doc_starts[d + 1], byte_class, lowercase, max_len, buf, starts,
+        n_words = _split_words(data, doc_starts[d], doc_starts[d + 1], char_class, lowercase, max_len, buf, starts,
                                ends, hashes)
         # every n-gram of the kept words (unigrams first, as the tokenizer lists them)
         for n in range(1, ngrams + 1):
@@ -265,7 +297,7 @@ def _known_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slots
 
 
 @njit(cache=True, nogil=True)
-def _all_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slots, term_bytes, location, marks, serial,
+def _all_terms(data, doc_starts, char_class, lowercase, max_len, ngrams, slots, term_bytes, location, marks, serial,
                out_owner, out_terms, out_counts):  # pragma: no cover
     """:func:`_known_terms` with the other tokens as rows too, for learning.
 
@@ -289,7 +321,7 @@ def _all_terms(data, doc_starts, byte_class, lowercase, max_len, ngrams, slots, 
     n_text = 0
     for d in range(doc_starts.shape[0] - 1):
         serial += 1
-        n_words = _split_words(data, doc_starts[d], doc_starts[d + 1], byte_class, lowercase, max_len, buf, starts,
+        n_words = _split_words(data, doc_starts[d], doc_starts[d + 1], char_class, lowercase, max_len, buf, starts,
                                ends, hashes)
         for n in range(1, ngrams + 1):
             for first in range(0, n_words - n + 1):
@@ -361,10 +393,10 @@ def _encoded(texts: Sequence[str], lowercase: bool) -> tuple[bytes, list[int]]:
     """The bytes the compiled tokenizer reads, and each text's length in them.
 
     ASCII text goes as it is (the kernel lower-cases and classifies its bytes).
-    Other text is made split-ready in C first, as the tokenizer's Unicode path
-    does it (``str.lower``, then the separators; non-ASCII spaces become ASCII
-    ones), and goes as UTF-8: the kernel then splits only at ASCII bytes, never
-    inside a character. Lone surrogates pass through (``surrogatepass``), as
+    Other text is lower-cased in C (``str.lower``, as the tokenizer does) and
+    goes as UTF-8: the kernel classifies each character by its code point
+    (separators, spaces and apostrophes as ``SPLIT_READY`` says), never
+    splitting inside one. Lone surrogates pass through (``surrogatepass``), as
     term names are filed the same way.
     """
     joined = "".join(texts)
@@ -375,7 +407,7 @@ def _encoded(texts: Sequence[str], lowercase: bool) -> tuple[bytes, list[int]]:
         if not text.isascii():
             if lowercase:
                 text = text.lower()
-            parts.append(text.translate(SPLIT_READY).encode("utf-8", "surrogatepass"))
+            parts.append(text.encode("utf-8", "surrogatepass"))
         else:
             parts.append(text.encode("ascii"))
     return b"".join(parts), [len(part) for part in parts]
@@ -621,7 +653,7 @@ class TermLexicon:
         out_owner = np.empty(bound, dtype=np.int64)
         out_terms = np.empty(bound, dtype=np.int64)
         out_counts = np.empty(bound, dtype=np.float64)
-        args = (data, doc_starts, _BYTE_CLASS, tokenizer.lowercase, tokenizer.max_token_length, tokenizer.ngrams,
+        args = (data, doc_starts, _CHAR_CLASS, tokenizer.lowercase, tokenizer.max_token_length, tokenizer.ngrams,
                 self.slots, self.term_bytes, self.location, self.marks, self.serial, out_owner, out_terms, out_counts)
         if not collect_unknown:
             n, self.serial = _known_terms(*args, entries)

@@ -196,3 +196,26 @@ def test_scoring_then_learning_the_same_text_reuses_nothing_stale(steps):
         _, from_plain = plain.predict_log_proba_many(probe)
         np.testing.assert_array_equal(from_scored, from_plain)
     assert scored.state.terms.ids == plain.state.terms.ids
+
+
+unicode_heavy = st.text(alphabet=st.sampled_from(
+    list("ab Z1'.-\t") + ["é", "ß", "İ", "Σ", "😀", "\ud800", "\x85", "\xa0", "\u2003", "\u3000", "\u2028", "’", "“",
+                          "—", "…", "·", "¿", "ǅ", "\u0301", "\U0001d400"]), max_size=60)
+
+
+@settings(deadline=None)  # the first call compiles the kernels
+@given(st.lists(unicode_heavy, min_size=1, max_size=4), st.integers(1, 2), st.integers(1, 4), st.booleans())
+def test_compiled_tokenizer_classifies_unicode_like_the_python_path(texts, ngrams, max_len, lowercase):
+    """Every token, known or new, of non-ASCII text (separators, spaces, apostrophes of 2 and 3 bytes in
+    UTF-8, characters of 4, lone surrogates) as ``Counter(tokenizer.tokens(text))`` lists them."""
+    from sgm.model.lexicon import TermLexicon
+    from sgm.model.interner import Interner
+
+    tokenizer = Tokenizer(ngrams=ngrams, max_token_length=max_len, lowercase=lowercase)
+    vocabulary = Interner()
+    for term in ["a", "é", "ab", "a b", "😀"]:
+        vocabulary.add(term)
+    owner, terms, counts, new = TermLexicon(vocabulary).all_terms(texts, tokenizer)
+    names = [vocabulary.names[t] if t >= 0 else new[-t - 1] for t in terms.tolist()]
+    expected = [(d, t, float(c)) for d, text in enumerate(texts) for t, c in Counter(tokenizer.tokens(text)).items()]
+    assert list(zip(owner.tolist(), names, counts.tolist())) == expected
