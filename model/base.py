@@ -263,7 +263,7 @@ class GenerativeTextModel:
                 state.remove_document(doc_id)  # before interning: it may release terms of its own
             added: list[str] = []
             _, terms, raw = self._term_lexicon().learn_terms([doc], self.tokenizer,
-                                                             lambda new: state.intern_terms(new, added))
+                                                             lambda new: state.intern_terms(new, added, absent=True))
             if state.add_document(doc_id, classes, terms, raw, _ts(ts), self._training_weigher()) is None and added:
                 with state.holding_term_ids() as held:  # too old to weigh anything: its new terms leave again
                     held.extend(added)
@@ -352,7 +352,7 @@ class GenerativeTextModel:
         """
         if docs and with_ids and all(type(doc) is str for doc in docs):
             owner, ids, counts = self._term_lexicon().learn_terms(docs, self.tokenizer,
-                                                                  lambda new: self.state.intern_terms(new, added))
+                                                                  lambda new: self.state.intern_terms(new, added, absent=True))
             return None, ids, counts, np.bincount(owner, minlength=len(docs))
         terms, counts, lengths = batch_term_counts(docs, self.tokenizer, check_terms=False)
         return terms, self.state.intern_terms(terms, added), counts, lengths

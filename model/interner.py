@@ -88,9 +88,9 @@ class Interner:
         if len(changes) > 65536 and len(changes) > 2 * len(self.names):
             self.changes = None  # nobody has read it for long: the follower rebuilds instead
 
-    def add_new(self, new_names: list[str]) -> None:
+    def add_new(self, new_names: list[str]) -> np.ndarray:
         """Add names known to be absent and distinct, in order: as :meth:`add` one by one (freed ids first,
-        last freed first), in bulk."""
+        last freed first), in bulk. Returns their ids."""
         free, names, ids = self.free, self.names, self.ids
         reused = min(len(free), len(new_names))
         taken = []
@@ -110,6 +110,10 @@ class Interner:
             self.changes.extend(fresh)
             if len(self.changes) > 65536 and len(self.changes) > 2 * len(names):
                 self.changes = None  # nobody has read it for long: the follower rebuilds instead
+        given = np.empty(len(new_names), dtype=np.int64)
+        given[:reused] = taken
+        given[reused:] = np.arange(start, len(names))
+        return given
 
     def remove(self, index: int) -> None:
         name = self.names[index]

@@ -595,7 +595,8 @@ class TermLexicon:
 
         As :meth:`all_terms`, with the new terms given to ``intern`` (which
         returns their ids, e.g. :meth:`model.state.CountState.intern_terms`)
-        and their ids substituted. The new terms are filed in the table
+        and their ids substituted. They are distinct and none is in the
+        interner (the table holds every name it has). The new terms are filed in the table
         straight from the bytes the tokenizer saw (one compiled pass), so the
         next lookup need not read them back from the interner.
         """

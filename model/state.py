@@ -169,13 +169,21 @@ class CountState:
         return self.prune_below is not None or self.max_documents is not None
 
     # ------------------------------------------------------------- interning
-    def intern_terms(self, term_keys: list[str], added: list[str] | None = None) -> np.ndarray:
+    def intern_terms(self, term_keys: list[str], added: list[str] | None = None, absent: bool = False) -> np.ndarray:
         """Term ids of ``term_keys``, adding new terms in first-seen order (listed in ``added``).
 
         New keys must be strings (``TypeError`` otherwise, and nothing is
-        added); keys already interned are strings by construction.
+        added); keys already interned are strings by construction. With
+        ``absent`` the caller guarantees distinct strings none of which is
+        interned (the compiled lexicon's unknown tokens): they are added
+        without being looked up.
         """
-        ids = self.terms.ids_of(term_keys, added)
+        if absent:
+            ids = self.terms.add_new(term_keys)
+            if added is not None:
+                added.extend(term_keys)
+        else:
+            ids = self.terms.ids_of(term_keys, added)
         cap = self.terms.capacity
         if cap > len(self.term_refs):
             self.term_mass.grow(cap)
