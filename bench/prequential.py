@@ -91,6 +91,16 @@ def run_ours(stream, spec: str, params: dict, ngrams: int) -> dict:
             "entries": model.state.n_entries, "terms": len(model.state.terms)}
 
 
+def warm_up(stream, spec: str, params: dict, ngrams: int) -> None:
+    """Load every compiled kernel the run uses (numba's cache: first-call cost is issue #18's cold start,
+    measured apart), on a throwaway model over the stream's first documents, scored then learned."""
+    model = MNB(spec, tokenizer=Tokenizer(ngrams=ngrams), **params)
+    for doc in stream:
+        if len(model):
+            model.predict_proba_one(doc.text)
+        model.learn_one(doc.text, doc.labels, ts=doc.ts, id=doc.id)
+
+
 def run_river(stream, featurize) -> dict:
     from river.naive_bayes import MultinomialNB
 
@@ -119,7 +129,7 @@ def measure(name: str, limit: int | None) -> dict:
     spec, params, ngrams, seed = CONFIGS[name]
     docs = [d for d in load_jsonl(DATA / f"{name}.jsonl.gz") if d.labels]
     stream = stream_order(docs, seed)[:limit]
-    MNB(spec, tokenizer=Tokenizer(ngrams=ngrams), **params).learn_one("warm up", "x", id="x")  # compiled code loaded
+    warm_up(stream[:300], spec, params, ngrams)
     gc.collect()
     ours = run_ours(stream, spec, params, ngrams)
     bag = river_bag_of_words()(ngram_range=(1, ngrams))
