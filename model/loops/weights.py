@@ -71,8 +71,8 @@ def class_terms(n, mass_hi, mass_lo, docs_hi, docs_lo, refs, scale, mu, theta, d
 
 @njit(cache=True, nogil=True)
 def posting_ratios(terms, computed_at, epoch, starts, lengths, slot, cls, ent_hi, ent_lo, scale, forms, values,
-                   denominator, by_mass, mass_hi, mass_lo, term_hi, term_lo, pb_a, pb_b, log_background, ratio,
-                   position):  # pragma: no cover - compiled
+                   denominator, by_mass, mass_hi, mass_lo, term_hi, term_lo, pb_a, pb_b, log_background, keep,
+                   kept_count, kept_rest, ratio, position):  # pragma: no cover - compiled
     """The ratios ``r = (C(l,n) - D(l,n)) / ((mu + D(l)) p_b(n))`` of the stale postings of ``terms``.
 
     Stale: ``computed_at[t] != epoch``; each stale term is marked fresh (repeats
@@ -81,6 +81,12 @@ def posting_ratios(terms, computed_at, epoch, starts, lengths, slot, cls, ent_hi
     terms were stale. If ``ratio`` is too small nothing is changed and minus the
     size needed is returned. ``by_mass``: ``mu + D(l) = denominator[0] * C(l)`` (a constant
     smoothing weight: no per-class array), else ``denominator[l]``.
+
+    ``C(l,n) - D(l,n)`` depends on the entry's count and the discounts' numbers
+    alone: with ``keep`` it is kept per entry slot (``kept_rest[s]``, for the
+    count ``kept_count[s]``; the caller resets ``kept_count`` to NaN when the
+    numbers change), so that an update recomputes the discounts of the entries
+    it changed only, not of every posting it makes stale.
     """
     need = 0
     for i in range(terms.shape[0]):
@@ -107,7 +113,15 @@ def posting_ratios(terms, computed_at, epoch, starts, lengths, slot, cls, ent_hi
                 den = denominator[0] * ((mass_hi[c] + mass_lo[c]) * scale)
             else:
                 den = denominator[c]
-            ratio[n] = (x - chain_discount(forms, values, x)) / (den * pb)
+            if not keep:
+                rest = x - chain_discount(forms, values, x)
+            elif kept_count[s] == x:
+                rest = kept_rest[s]
+            else:  # a changed count (or numbers): its discount anew
+                rest = x - chain_discount(forms, values, x)
+                kept_count[s] = x
+                kept_rest[s] = rest
+            ratio[n] = rest / (den * pb)
             position[n] = p
             n += 1
     return n, stale
