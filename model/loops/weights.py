@@ -19,6 +19,10 @@ from numba import njit
 
 LINEAR, POWER, ABSOLUTE = 0, 1, 2
 
+#: Whole counts below this have their discounted count computed once per refresh (most counts, without
+#: decay: a Kneser-Ney delta, which moves every update, then costs a power per distinct count, not per posting).
+_SMALL = 64
+
 #: With at most this many stale postings the ``log1p`` runs in the compiled loop (no numpy call).
 SCALAR_LOG_LIMIT = 256
 
@@ -86,7 +90,9 @@ def posting_ratios(terms, computed_at, epoch, starts, lengths, slot, cls, ent_hi
     alone: with ``keep`` it is kept per entry slot (``kept_rest[s]``, for the
     count ``kept_count[s]``; the caller resets ``kept_count`` to NaN when the
     numbers change), so that an update recomputes the discounts of the entries
-    it changed only, not of every posting it makes stale.
+    it changed only, not of every posting it makes stale. Whole counts below
+    ``_SMALL`` are discounted once per call (the same function of the same
+    numbers: the same bits).
     """
     need = 0
     for i in range(terms.shape[0]):
@@ -97,6 +103,7 @@ def posting_ratios(terms, computed_at, epoch, starts, lengths, slot, cls, ent_hi
         return -need, 0
     n = 0
     stale = 0
+    small_rest = np.full(_SMALL, np.nan)  # C - D(C) of the whole counts below _SMALL met in this call
     for i in range(terms.shape[0]):
         t = terms[i]
         if computed_at[t] == epoch:
@@ -113,14 +120,19 @@ def posting_ratios(terms, computed_at, epoch, starts, lengths, slot, cls, ent_hi
                 den = denominator[0] * ((mass_hi[c] + mass_lo[c]) * scale)
             else:
                 den = denominator[c]
-            if not keep:
-                rest = x - chain_discount(forms, values, x)
-            elif kept_count[s] == x:
+            if keep and kept_count[s] == x:
                 rest = kept_rest[s]
             else:  # a changed count (or numbers): its discount anew
-                rest = x - chain_discount(forms, values, x)
-                kept_count[s] = x
-                kept_rest[s] = rest
+                if x < _SMALL and x >= 0.0 and x == np.floor(x):  # a small whole count: once per call
+                    k = np.int64(x)
+                    if small_rest[k] != small_rest[k]:
+                        small_rest[k] = x - chain_discount(forms, values, x)
+                    rest = small_rest[k]
+                else:
+                    rest = x - chain_discount(forms, values, x)
+                if keep:
+                    kept_count[s] = x
+                    kept_rest[s] = rest
             ratio[n] = rest / (den * pb)
             position[n] = p
             n += 1
