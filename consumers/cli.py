@@ -20,7 +20,12 @@ def register(name: str, module: str, help_text: str) -> None:
 
 
 register("demo", "sgm.consumers.commands.demo", "run the service on an embedded broker fed by a generated stream")
+register("broker", "sgm.consumers.commands.broker", "start a local Kafka-compatible broker (memory only) for the other commands")
 register("serve", "sgm.consumers.commands.serve", "run the trainer and/or classifier consumers against Kafka")
+register("learn", "sgm.consumers.commands.learn", "learn documents from files: JSON Lines, text folders, maildir, mbox, .eml")
+register("score", "sgm.consumers.commands.score", "score documents from files, through the service or from a snapshot")
+register("stats", "sgm.consumers.commands.stats", "what a model holds: labels, documents, vocabulary, size, version")
+register("forget", "sgm.consumers.commands.forget", "remove documents from the model by id (or by the files they came from)")
 register("eval", "sgm.consumers.commands.eval", "evaluate a model configuration on a JSON Lines dataset")
 register("tune", "sgm.consumers.commands.tune", "Gaussian random search of model parameters on a development split")
 register("feed", "sgm.consumers.commands.feed", "produce the generated stream to the training and scoring topics (load generator)")

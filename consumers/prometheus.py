@@ -21,6 +21,8 @@ from collections.abc import Mapping
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
 
+from sgm.stream.records import Reason
+
 #: Latency buckets (seconds): 0.5 ms .. 30 s.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 #: Per-document scoring time is far below a batch's: finer buckets from 5 us.
@@ -30,6 +32,12 @@ SCORE_BUCKETS = (0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 
 MAX_LABEL_SERIES = 500
 #: Predictions whose feedback forms the prequential accuracy window.
 ACCURACY_WINDOW = 1000
+#: Label values known before any event (their series start at zero, see ServiceMetrics._initialise_known_series).
+UNLEARN_OPS = ("unlearn", "forget")
+FEEDBACK_OUTCOMES = ("correct", "wrong")
+SOURCES = ("train", "score")
+BATCH_STAGES = ("parse", "score", "produce", "ack_commit")
+TRANSPORT_STAGES = ("start", "train_poll", "score_poll", "score_flush", "score_commit", "score_rewind", "train_dlq")
 
 
 class ServiceMetrics:
@@ -135,8 +143,10 @@ class ServiceMetrics:
         self.transport_errors = Counter("sgm_transport_errors_total",
                                         "Kafka errors the loop survived (retried with backoff), by stage", ["stage"],
                                         registry=registry)
-        # CPU, resident memory and open files of the process, as sgm_process_*.
-        ProcessCollector(namespace="sgm", registry=registry)
+        # CPU, resident memory and open files of the process under the standard process_* names that
+        # every process dashboard and alert expects (the same collector prometheus_client registers globally).
+        ProcessCollector(registry=registry)
+        self._initialise_known_series()
 
         self.prequential_accuracy.set(math.nan)
         self._window: deque[bool] = deque(maxlen=window)
@@ -147,6 +157,22 @@ class ServiceMetrics:
         self._last_snapshot_at: float | None = None
         self._lock = threading.Lock()
         self._server = None
+
+    def _initialise_known_series(self) -> None:
+        """Every series whose label values are known in advance exists at zero from the start, so each
+        dashboard panel and alert has data (a rate of 0, not "no data") before the first such event."""
+        for op in UNLEARN_OPS:
+            self.unlearned.labels(op)
+        for outcome in FEEDBACK_OUTCOMES:
+            self.feedback.labels(outcome)
+        for stage in TRANSPORT_STAGES:
+            self.transport_errors.labels(stage)
+        for stage in BATCH_STAGES:
+            self.batch_seconds.labels(stage)
+        for reason in Reason:
+            for source in SOURCES:
+                self.rejected.labels(reason.value, source)
+                self.dead_lettered.labels(reason.value, source)
 
     # ------------------------------------------------------------------ endpoint
     def serve(self, address: str) -> tuple[str, int] | None:

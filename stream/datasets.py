@@ -3,10 +3,13 @@
 Each file is (gzip-compressed) JSON Lines, one document per line:
 ``{"id", "text", "labels", "ts", "split"}`` -- see ``shared/data/README.md``; a
 whole-message dataset (``spamassassin-raw``) carries ``raw_b64`` (the standard
-base64 of the message bytes) instead of, or beside, ``text``. The data
-stays where it is: it is never copied into the repository; :func:`find_dataset`
-locates it through ``$SGM_DATA_DIR`` or ``<repo>/../shared/data`` and returns None
-where it is absent, so callers (and tests) can skip cleanly.
+base64 of the message bytes) instead of, or beside, ``text``. The data stays
+where it is: it is never copied into the repository (the corpora's terms allow
+research use, not redistribution); :func:`find_dataset` locates it through
+``$SGM_DATA_DIR``, else ``shared/data`` or ``../shared/data`` from the current
+directory or beside the source tree (:func:`data_dirs`), and returns None where
+it is absent, so callers (and tests) can skip cleanly and commands can say what
+to pass (:func:`missing_dataset_message`).
 
 Examples
 --------
@@ -37,7 +40,8 @@ from typing import Literal, NamedTuple
 from sgm.model.mail import Message
 from sgm.stream.records import MAX_TS, InvalidRecord, Limits, Op, ScoreRecord, TrainRecord, parse_timestamp
 
-__all__ = ["DATASETS", "LabelledDoc", "Split", "data_dir", "find_dataset", "load_jsonl", "split", "time_ordered"]
+__all__ = ["DATASETS", "LabelledDoc", "Split", "data_dir", "data_dirs", "find_dataset", "load_jsonl",
+           "missing_dataset_message", "split", "time_ordered"]
 
 #: The shared datasets by name (``find_dataset(name)``).
 DATASETS = ("r8", "r52", "webkb", "reuters21578", "sms-spam", "spamassassin", "enron-spam", "spamassassin-raw")
@@ -110,11 +114,36 @@ class Split(NamedTuple):
     unsplit: list[LabelledDoc]
 
 
-def data_dir() -> Path | None:
-    """The shared data folder: ``$SGM_DATA_DIR`` if set, else ``<repo>/../shared/data``; None if absent."""
+def data_dirs() -> list[Path]:
+    """Where shared datasets are looked for, in order: ``$SGM_DATA_DIR`` alone when it is set; else
+    ``shared/data`` and ``../shared/data`` from the current directory (a clone beside the data, run from
+    its root), then ``../shared/data`` beside the source tree (an editable install)."""
     configured = os.environ.get("SGM_DATA_DIR")
-    folder = Path(configured) if configured else Path(__file__).resolve().parents[1].parent / "shared" / "data"
-    return folder if folder.is_dir() else None
+    if configured:
+        return [Path(configured)]
+    here = Path.cwd()
+    found = [here / "shared" / "data", here.parent / "shared" / "data",
+             Path(__file__).resolve().parents[1].parent / "shared" / "data"]
+    return list(dict.fromkeys(path.resolve() for path in found))
+
+
+def data_dir() -> Path | None:
+    """The first of :func:`data_dirs` that exists; None if none does."""
+    return next((folder for folder in data_dirs() if folder.is_dir()), None)
+
+
+def missing_dataset_message(name: str) -> str:
+    """What to do when ``name`` is neither a file nor a shared dataset found in :func:`data_dirs`.
+
+    >>> print(missing_dataset_message("r8").splitlines()[0])
+    no dataset file or shared dataset named 'r8'
+    """
+    looked = ", ".join(str(folder) for folder in data_dirs())
+    known = f" (shared datasets: {', '.join(DATASETS)})" if name in DATASETS or not Path(name).suffix else ""
+    return (f"no dataset file or shared dataset named {name!r}\n"
+            f"  looked for {name}.jsonl.gz in: {looked}{known}\n"
+            f"  pass a file (--data path/to/{Path(name).name if Path(name).suffix else name + '.jsonl.gz'}) or set "
+            "SGM_DATA_DIR to the folder that holds the shared datasets")
 
 
 def find_dataset(name: str) -> Path | None:

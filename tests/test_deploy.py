@@ -51,6 +51,9 @@ ALERTS = DEPLOY / "prometheus" / "alerts.yml"
 TARGET_LABELS = {"job", "instance"}
 #: Series Prometheus makes itself (alert rules may use them; the dashboard does not need to).
 SYNTHETIC_SERIES = {"up"}
+#: prometheus_client's process collector, under the names every process dashboard expects.
+PROCESS_METRICS = {"process_virtual_memory_bytes", "process_resident_memory_bytes", "process_start_time_seconds",
+                   "process_cpu_seconds_total", "process_open_fds", "process_max_fds"}
 PROMQL_FUNCTIONS = set("""
 abs absent absent_over_time ceil changes clamp clamp_max clamp_min day_of_month day_of_week day_of_year days_in_month
 delta deriv exp floor histogram_quantile histogram_count histogram_sum histogram_fraction holt_winters hour idelta
@@ -136,7 +139,7 @@ def exported(tmp_path_factory) -> dict[str, set[str]]:
                 out.setdefault(sample_name, set()).update(metric._labelnames)
                 if sample_name.endswith("_bucket"):
                     out[sample_name].add("le")
-    assert set(found.types) == {n for n in found.types if n.startswith("sgm_")}
+    assert {n for n in found.types if not n.startswith("sgm_")} <= PROCESS_METRICS  # the standard process_* names
     return out
 
 
@@ -214,15 +217,19 @@ def test_dashboard_json_is_a_provisionable_grafana_dashboard(exported):
         if panel["type"] == "row":
             continue
         assert panel["type"] in ("timeseries", "stat"), panel["title"]
-        assert panel["datasource"]["uid"] == datasource["uid"], panel["title"]
+        assert panel["datasource"] == {"type": datasource["type"], "uid": "${datasource}"}, panel["title"]
         ref_ids = [t["refId"] for t in panel["targets"]]
         assert ref_ids and len(ref_ids) == len(set(ref_ids)), panel["title"]
-        assert all(t["datasource"]["uid"] == datasource["uid"] for t in panel["targets"]), panel["title"]
+        assert all(t["datasource"] == panel["datasource"] for t in panel["targets"]), panel["title"]
     # panels do not overlap
     cells = Counter((x, y) for p in dashboard["panels"] for x in range(p["gridPos"]["x"], p["gridPos"]["x"] + p["gridPos"]["w"])
                     for y in range(p["gridPos"]["y"], p["gridPos"]["y"] + p["gridPos"]["h"]))
     assert max(cells.values()) == 1, "overlapping panels"
     for variable in dashboard["templating"]["list"]:  # label_values(<selector>, <label>) of a metric we export
+        if variable["type"] == "datasource":
+            assert variable["query"] == datasource["type"]  # any Prometheus: the provisioned one is the default
+            continue
+        assert variable["datasource"] == {"type": datasource["type"], "uid": "${datasource}"}, variable["name"]
         selector, label = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", variable["query"]).groups()
         (metric, _), = parse_promql(selector)[0]
         assert metric in exported and label in TARGET_LABELS | exported[metric], variable["name"]

@@ -76,7 +76,18 @@ def test_eval_split_json_fields(three_class_split, tmp_path, capsys):
     assert report["roc_auc"] is None and report["one_minus_roca_pct"] is None  # three labels
     assert report["config"]["model"] == "mnb_uc_pd_dp_ps" and report["config"]["params"]["mu"] == 10.0
     assert report["learn_docs_per_s"] > 0 and report["score_docs_per_s"] > 0
-    assert "accuracy=" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert f"accuracy {report['accuracy']:.4f}" in table and "confusion matrix (rows: true label" in table
+    per_class = {row["label"]: row for row in report["per_class"]}
+    assert set(per_class) == {"spam", "ham", "sport"} and sum(r["support"] for r in per_class.values()) == 60
+    counts = report["confusion"]["counts"]
+    assert sum(map(sum, counts)) == 60 and sum(counts[i][i] for i in range(3)) == round(60 * report["accuracy"])
+    for i, label in enumerate(report["confusion"]["labels"]):  # the table's numbers follow from the matrix
+        assert per_class[label]["support"] == sum(counts[i])
+        assert per_class[label]["predicted"] == sum(row[i] for row in counts)
+        assert per_class[label]["recall"] == pytest.approx(counts[i][i] / sum(counts[i]))
+        line = next(l for l in table.splitlines() if l.startswith(label + " "))
+        assert f"{per_class[label]['recall']:.4f}" in line and f"{sum(counts[i]):,}" in line
 
 
 def test_eval_prequential_two_labels_delay_and_plot(spam_stream, tmp_path):
@@ -203,6 +214,28 @@ def test_peers_on_the_same_split_and_stream(three_class_split, spam_stream):
         assert row["roc_auc"] > 0.9
 
 
+def test_plots_without_matplotlib_say_how_to_get_it(spam_stream, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)  # as if the plot extra were not installed
+    assert main(["eval", "--data", str(spam_stream), "--model", "u_jm", "--plot", str(tmp_path / "p.png")]) == 2
+    assert main(["tune", "--data", str(spam_stream), "--model", "u_jm", "--iters", "1", "--points", "2",
+                 "--out", str(tmp_path / "c.json"), "--plot", str(tmp_path / "s.png")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["sgm eval: --plot needs matplotlib: pip install 'sgm-stream[plot]'",
+                   "sgm tune: --plot needs matplotlib: pip install 'sgm-stream[plot]'"]
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_tune_plot_and_progress_inside_an_iteration(spam_stream, tmp_path, capsys):
+    plot = tmp_path / "search.png"
+    assert main(["tune", "--data", str(spam_stream), "--model", "u_jm", "--iters", "2", "--points", "3", "--workers", "1",
+                 "--out", str(tmp_path / "c.json"), "--no-test", "--progress", "--plot", str(plot)]) == 0
+    err = capsys.readouterr().err
+    assert plot.stat().st_size > 10_000
+    frames = err.split("\r")
+    assert any("iteration 1/2: [" in f and "3 points" in f for f in frames)  # the line moves point by point
+    assert any("iteration 2/2: [" in f and "100.0%" in f for f in frames)
+
+
 # ---------------------------------------------------------------- whole messages (raw_b64) and the spam preset
 @pytest.fixture()
 def mail_stream_file(tmp_path):
@@ -230,7 +263,7 @@ def test_eval_reads_whole_messages_with_the_spam_preset(mail_stream_file, tmp_pa
     assert report["decision"]["not_ready"] >= 1 and report["one_minus_roca_pct"] is not None
     assert set(report["fn_at_fp_pct"]) == {"0.1", "1"} and 0 <= report["fp_rate_pct"] <= 100
     text = capsys.readouterr().out
-    assert "fp_rate_pct=" in text and "threshold 0.6, min_spam 0, min_ham 3" in text
+    assert "FP rate " in text and "threshold 0.6, min_spam 0, min_ham 3" in text
     # mail numbers on the command line land in the configuration's mail options
     assert main(["eval", "--data", str(mail_stream_file), "--preset", "spam", "--param", "meta_weight=2",
                  "--json", str(out)]) == 0

@@ -64,7 +64,7 @@ REQUIRED_FAMILIES = {
     "sgm_feedback_total": "counter",
     "sgm_predictions_total": "counter",
     "sgm_up": "gauge",
-    "sgm_process_resident_memory_bytes": "gauge",
+    "process_resident_memory_bytes": "gauge",
 }
 #: Records per feeding round: fewer than a label's delay (50 documents = about 100 records),
 #: so every label arrives in a later round than its document.
@@ -231,7 +231,7 @@ def run_and_check(client, config: ServiceConfig, events, caplog) -> None:
         before = scrape(address)
         for name, kind in REQUIRED_FAMILIES.items():
             assert before.types.get(name) == kind, f"{name}: {before.types.get(name)} instead of {kind}"
-        assert all(n.startswith("sgm_") for n in before.types)
+        assert all(n.startswith(("sgm_", "process_")) for n in before.types)
         assert before.value("sgm_up", role="all") == 1.0
         for name in ("sgm_documents_learned_total", "sgm_documents_scored_total", "sgm_training_records_total"):
             assert before.value(name) == 0.0

@@ -12,11 +12,16 @@ The default mode is ``split`` when the data has ``train`` and ``test``
 documents, else ``prequential``. ``--json`` writes ``accuracy``, ``micro_f1``,
 ``macro_f1``, ``log_loss``, ``roc_auc``, ``one_minus_roca_pct`` (null where
 they do not apply), ``docs``, ``learn_docs_per_s``, ``score_docs_per_s``, the
-full ``config`` and, in prequential mode, ``windows`` (accuracy per window). Two-label
-data adds ``fp_rate_pct`` / ``fn_rate_pct`` (of the decisions: the arg-max, or the spam
-threshold and learn guards of ``--preset spam`` / ``--spam-threshold`` / ``--min-spam``
-/ ``--min-ham``), ``fn_at_fp_pct`` (FN% at 0.1% and 1% FP) and ``decision``.
-Data carrying whole messages (``raw_b64``) is read as messages (``--no-mail``: the text).
+full ``config``, ``per_class`` (precision, recall, F1, support per label),
+``confusion`` (where each document has one output class) and, in prequential
+mode, ``windows`` (accuracy per window). Two-label data adds ``fp_rate_pct`` /
+``fn_rate_pct`` (of the decisions: the arg-max, or the spam threshold and learn
+guards of ``--preset spam`` / ``--spam-threshold`` / ``--min-spam`` /
+``--min-ham``), ``fn_at_fp_pct`` (FN% at 0.1% and 1% FP) and ``decision``. Data
+carrying whole messages (``raw_b64``) is read as messages (``--no-mail``: the
+text). The terminal gets the same as a table
+(:mod:`sgm.consumers.evaluation.tables`). ``--plot`` needs matplotlib, the
+``plot`` extra.
 """
 from __future__ import annotations
 
@@ -155,7 +160,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_arguments(parser)
     out = parser.add_argument_group("output")
     out.add_argument("--json", default=None, metavar="OUT", help="write the report as JSON ('-' for stdout)")
-    out.add_argument("--plot", default=None, metavar="OUT.png", help="plot accuracy over the stream (and the ROC curve)")
+    out.add_argument("--plot", default=None, metavar="OUT.png", help="plot accuracy over the stream (and the ROC curve); "
+                     "needs matplotlib: pip install 'sgm-stream[plot]'")
     out.add_argument("--window", default=None, help="prequential windows: N documents, or a duration like 7d, 12h "
                      "(default: 20 windows of equal size)")
 
@@ -186,9 +192,22 @@ def format_summary(report: dict[str, Any], label: str = "") -> str:
     return "\n".join(lines)
 
 
+def plotting_missing(command: str) -> str | None:
+    """The one-line hint when ``--plot`` cannot work here (matplotlib is the ``plot`` extra), else None."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return f"sgm {command}: --plot needs matplotlib: pip install 'sgm-stream[plot]'"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from sgm.consumers.evaluation.harness import evaluate, load_examples, plot_report
+    from sgm.consumers.evaluation.tables import MAX_JSON_LABELS, confusion, format_report, per_class
 
+    if args.plot and plotting_missing("eval"):
+        print(plotting_missing("eval"), file=sys.stderr)
+        return 2
     try:
         config = config_from_args(args)
         docs = load_examples(args.data, limit=args.limit)
@@ -196,19 +215,24 @@ def run(args: argparse.Namespace) -> int:
     except (SpecError, ValueError, FileNotFoundError, json.JSONDecodeError) as exc:
         print(f"sgm eval: {exc}", file=sys.stderr)
         return 2
-    report = evaluate(config, docs, setup, progress=args.progress, keep_outcomes=bool(args.plot))
-    outcomes = report.pop("_outcomes", None)
+    report = evaluate(config, docs, setup, progress=args.progress, keep_outcomes=True)
+    outcomes = report.pop("_outcomes")
     report["data"] = str(args.data)
+    report["per_class"] = per_class(outcomes.true_sets, outcomes.predicted_sets)
+    matrix = confusion(outcomes.true_sets, outcomes.predicted_sets, powerset=report.get("multilabel") == "powerset")
+    if matrix is not None and len(matrix[0]) <= MAX_JSON_LABELS:
+        report["confusion"] = {"labels": matrix[0], "counts": matrix[1]}
     if args.plot:
         from sgm.consumers.evaluation.harness import resolve_data
 
         plot_report(report, outcomes, args.plot, title=resolve_data(args.data).name.split(".")[0])
     text = json.dumps(report, indent=2, sort_keys=True)
+    table = format_report(report, outcomes.true_sets, outcomes.predicted_sets)
     if args.json == "-":
         sys.stdout.write(text + "\n")
-        print(format_summary(report), file=sys.stderr)
+        print(table, file=sys.stderr)
     else:
         if args.json:
             Path(args.json).write_text(text + "\n", encoding="utf-8")
-        print(format_summary(report))
+        print(table)
     return 0

@@ -68,6 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="parallel processes evaluating points (default: the machine's cores)")
     parser.add_argument("--out", required=True, metavar="CONFIG", help="write the best configuration here (JSON)")
     parser.add_argument("--json", default=None, metavar="REPORT", help="write the search report (all points) as JSON")
+    parser.add_argument("--plot", default=None, metavar="OUT.png",
+                        help="plot the search: every point's dev score, and the score against each searched number "
+                             "(needs matplotlib: pip install 'sgm-stream[plot]')")
     parser.add_argument("--test", action=argparse.BooleanOptionalAction, default=True,
                         help="also evaluate default and tuned configurations on the test protocol (default on)")
 
@@ -86,6 +89,12 @@ def _ranges(items: list[str]) -> dict[str, tuple[float, float]]:
 def run(args: argparse.Namespace) -> int:
     from sgm.consumers.evaluation.harness import development_task, evaluate, load_examples, parallel_map
 
+    from ..progress import ProgressLine
+    from .eval import plotting_missing
+
+    if args.plot and plotting_missing("tune"):
+        print(plotting_missing("tune"), file=sys.stderr)
+        return 2
     try:
         config = config_from_args(args)
         spec = parse_spec(config["model"])
@@ -132,7 +141,20 @@ def run(args: argparse.Namespace) -> int:
                   f"({result.evaluations} points, {time.perf_counter() - started:.1f}s) {result.best_point}",
                   file=sys.stderr)
 
-    map_fn, close = parallel_map(task, args.workers)
+    pool_map, close = parallel_map(task, args.workers)
+    calls = iter(range(args.iters + 1))
+
+    def map_fn(fn, points):
+        """The pool's map, with a progress line inside the iteration (points done, rate)."""
+        iteration = next(calls, args.iters)
+        label = "start point" if iteration == 0 else f"iteration {iteration}/{args.iters}"
+        line = ProgressLine(f"  {label}", total=len(points), enabled=verbose)
+        for done, score in enumerate(pool_map(fn, points), start=1):
+            line.update(points=1)
+            if done == len(points):  # the search stops pulling after the last score: erase the line now
+                line.close(keep=False)
+            yield score
+
     try:
         result = gaussian_random_search(task, dimensions, start=start, iterations=args.iters, points=args.points,
                                         spread=args.spread, seed=args.seed, map_fn=map_fn,
@@ -176,4 +198,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         summary["trials"] = result.to_dict()["trials"]
         Path(args.json).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if args.plot:
+        from sgm.consumers.evaluation.search_plot import plot_search
+
+        plot_search(result.to_dict()["trials"], names, task.objective, args.plot,
+                    title=f"{spec.name}: {args.iters}x{args.points}", log_scale=[d.name for d in dimensions if d.log_scale])
+        print(f"  search plot written to {args.plot}")
     return 0

@@ -54,7 +54,8 @@ from sgm.model import build_model, model_config
 from sgm.consumers.decision import SpamDecision
 from sgm.consumers.evaluation import measures as metrics
 from sgm.consumers.evaluation.documents import ReadDocuments, documents as read_as, route_mail_params, uses_mail
-from sgm.stream.datasets import LabelledDoc, find_dataset, load_jsonl, split as split_by_field, time_ordered
+from sgm.stream.datasets import (LabelledDoc, find_dataset, load_jsonl, missing_dataset_message,
+                                 split as split_by_field, time_ordered)
 
 MODES = ("split", "prequential")
 OBJECTIVES = ("accuracy", "micro_f1", "macro_f1", "roc_auc", "neg_log_loss")
@@ -77,11 +78,12 @@ def resolve_data(name_or_path: str | os.PathLike) -> Path:
     >>> resolve_data("no-such-dataset")
     Traceback (most recent call last):
     ...
-    FileNotFoundError: no dataset file or shared dataset named 'no-such-dataset' (set SGM_DATA_DIR?)
+    FileNotFoundError: no dataset file or shared dataset named 'no-such-dataset'
+    ...
     """
     found = find_dataset(str(name_or_path))
     if found is None:
-        raise FileNotFoundError(f"no dataset file or shared dataset named {str(name_or_path)!r} (set SGM_DATA_DIR?)")
+        raise FileNotFoundError(missing_dataset_message(str(name_or_path)))
     return found
 
 
@@ -732,17 +734,17 @@ def _worker_objective(point: dict[str, float]) -> float:
 
 def parallel_map(task: DevTask, workers: int) -> tuple[Callable, Callable[[], None]]:
     """``(map_fn, close)`` evaluating points of ``task`` in ``workers`` forked processes
-    (in-process when ``workers <= 1`` or fork is unavailable)."""
+    (in-process when ``workers <= 1`` or fork is unavailable); ``map_fn`` yields the scores in order, lazily."""
     import multiprocessing
 
     global _WORKER_TASK
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return (lambda fn, points: [task(p) for p in points]), (lambda: None)
+        return (lambda fn, points: (task(p) for p in points)), (lambda: None)
     _WORKER_TASK = task
     pool = multiprocessing.get_context("fork").Pool(workers)
 
-    def map_fn(_fn, points):
-        return pool.map(_worker_objective, points, chunksize=1)
+    def map_fn(_fn, points):  # results in order, each as soon as it is ready (a caller can show progress)
+        return pool.imap(_worker_objective, points, chunksize=1)
 
     def close() -> None:
         global _WORKER_TASK

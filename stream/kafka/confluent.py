@@ -319,6 +319,8 @@ class _ConfluentAdmin(Admin):
                 if exist_ok and _error_code(exc) == ck.KafkaError.TOPIC_ALREADY_EXISTS:
                     continue
                 raise KafkaTransportError(f"create topic {name!r}: {exc}") from exc
+            except TimeoutError as exc:  # no broker answered: a transport error, as the Admin contract says
+                raise KafkaTransportError(f"create topic {name!r}: no answer within {timeout:g} s") from exc
         wait_for_topics(self, [name for name, _, _ in topics], timeout)
 
     def list_topics(self, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, int]:

@@ -1,0 +1,168 @@
+"""Bad input to sgm learn / forget / score / stats / broker: a one-line error or a skipped-with-reason count,
+never a traceback, and every valid document in the same input still sent.
+
+Most cases run the commands in-process against the in-memory broker (``--client memory``), so the
+training topic can be read back and compared with the valid documents; a few run the installed
+``sgm`` to see exactly what a user sees on stderr.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from sgm.consumers.cli import main
+from sgm.model import MNB
+from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client
+from sgm.stream.snapshot_store import SnapshotStore
+from sgm.stream.sources import content_id
+from tests.cli_helpers import sgm
+
+MAIL = [b"From: a@example.org\nSubject: one\n\nfirst message\n", b"From: b@example.org\nSubject: two\n\nsecond\n"]
+
+
+def memory_args(name: str) -> list[str]:
+    return ["--client", "memory", "--bootstrap-servers", f"memory://{name}", "--connect-timeout", "2"]
+
+
+def training_records(name: str) -> list[dict]:
+    client = open_client("memory", KafkaConfig(bootstrap_servers=f"memory://{name}"))
+    consumer = client.consumer(None)
+    consumer.assign([TopicPartition("sgm-train", 0)])
+    out, deadline = [], time.monotonic() + 5
+    while time.monotonic() < deadline:
+        batch = consumer.poll(1000, 0.05)
+        if not batch and out:
+            break
+        out += [json.loads(r.value) for r in batch]
+    consumer.close()
+    return out
+
+
+@pytest.fixture()
+def messy_folder(tmp_path) -> tuple[Path, set[str], set[str]]:
+    """A folder with good and bad inputs side by side: (folder, ids of the valid texts, ids of the valid messages)."""
+    root = tmp_path / "inbox"
+    root.mkdir()
+    texts = ["cheap pills now", "meeting at noon", "win a prize"]
+    for i, text in enumerate(texts):
+        (root / f"good{i}.txt").write_text(text)
+    (root / "junk.bin").write_bytes(os.urandom(500) + b"\x00\x01")
+    (root / "empty.txt").write_bytes(b"")
+    os.symlink(root / "gone", root / "dangling")
+    box = b"".join(b"From x Sat Aug 31 10:00:0%d 2002\n" % i + raw + b"\n" for i, raw in enumerate(MAIL))
+    (root / "cut.mbox").write_bytes(box + b"From y Sat Aug 31 10:00:09 2002\nFrom: c@example.org\nSubj")
+    (root / "records.jsonl").write_text('{"text": "free money", "labels": ["spam"]}\n{"text": \n'
+                                        '{"id": "bad-label", "text": "x", "labels": [""]}\n')
+    valid_texts = {content_id("text", t.encode()) for t in texts} | {
+        "rec:" + content_id("rec", b'{"text":"free money"}').split(":")[1]}
+    return root, valid_texts, {content_id("mail", raw) for raw in MAIL}
+
+
+def test_learn_sends_every_valid_document_and_counts_the_rest(messy_folder, capsys):
+    root, valid_texts, valid_mail = messy_folder
+    name = f"bad-input-{time.monotonic_ns()}"
+    code = main(["learn", *memory_args(name), "--label", "spam", str(root)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    sent = {r["id"] for r in training_records(name)}
+    assert sent == valid_texts | valid_mail  # the truncated mbox's two whole messages too
+    summary = out.splitlines()[0]
+    assert summary.startswith(f"sgm learn: sent {len(sent)} (spam {len(sent)})")
+    for reason, count in {"binary": 1, "empty": 1, "unreadable": 1, "truncated": 1, "invalid_json": 1,
+                          "bad_label": 1}.items():
+        assert f"{reason} {count}" in summary, summary
+    assert "inbox/cut.mbox#3 (the file ends in the middle of a line)" in out
+    assert "Traceback" not in out + err
+
+
+def test_one_line_errors(tmp_path, capsys):
+    name = f"errors-{time.monotonic_ns()}"
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a.txt").write_text("hello")
+    cases = [
+        (["learn", *memory_args(name), "--label", "", str(tmp_path / "a.txt")], 2, "--label: label '' is empty or blank"),
+        (["learn", *memory_args(name), "--label", "a\nb", str(tmp_path / "a.txt")], 2, "--label: label"),
+        (["learn", *memory_args(name), "--label", "x", str(tmp_path / "empty")], 1, "no documents found in"),
+        (["learn", *memory_args(name), str(tmp_path / "a.txt")], 1, "unlabelled: "),
+        (["learn", *memory_args(name)], 2, "give files or folders"),
+        (["forget", *memory_args(name)], 2, "give ids"),
+        (["score", "--state-dir", str(tmp_path / "nowhere"), str(tmp_path / "a.txt")], 2, "no state directory"),
+        (["score", "--state-dir", str(tmp_path / "empty"), str(tmp_path / "a.txt")], 2, "no snapshot in"),
+        (["stats", "--state-dir", str(tmp_path / "nowhere")], 2, "no state directory"),
+        (["learn", "--bootstrap-servers", "127.0.0.1:9", "--connect-timeout", "1", "--label", "x",
+          str(tmp_path / "a.txt")], 2, "no Kafka broker answered at 127.0.0.1:9"),
+    ]
+    for argv, expected_code, message in cases:
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert code == expected_code, (argv, out, err)
+        assert message in out + err, (argv, out, err)
+        assert "Traceback" not in out + err
+    assert not (tmp_path / "nowhere").exists()  # reading a state dir never creates it
+
+
+def test_a_damaged_snapshot_is_one_line(tmp_path, capsys):
+    store = SnapshotStore(tmp_path / "state")
+    store.save(b"not a snapshot at all")
+    (tmp_path / "a.txt").write_text("hello")
+    assert main(["score", "--state-dir", str(tmp_path / "state"), str(tmp_path / "a.txt")]) == 2
+    assert "unreadable snapshot" in capsys.readouterr().err
+
+
+def test_score_locally_skips_bad_inputs_and_names_unknown_labels(messy_folder, tmp_path, capsys):
+    root, _, _ = messy_folder
+    model = MNB("u_jm")
+    model.learn_many(["cheap pills", "meeting notes"], [["spam"], ["ham"]], ids=["s", "h"])
+    SnapshotStore(tmp_path / "state").save(model.to_bytes({"train_offsets": {"0": 2}, "train_topic": "sgm-train"}))
+    code = main(["score", "--state-dir", str(tmp_path / "state"), "--label", "spma", str(root)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert len(rows) == 7 and all(row[1] in ("spam", "ham") for row in rows)  # 3 texts, 2 records, 2 messages
+    assert "labels the model does not know: spma (it knows: ham, spam)" in err
+    assert "binary 1" in err and "truncated 1" in err and "Traceback" not in err
+
+
+def test_score_through_a_service_that_does_not_answer(tmp_path, capsys):
+    (tmp_path / "a.txt").write_text("hello")
+    code = main(["score", *memory_args(f"silent-{time.monotonic_ns()}"), "--timeout", "0.5", str(tmp_path / "a.txt")])
+    out, err = capsys.readouterr()
+    assert code == 1 and out.split("\t")[1:3] == ["-", "no answer"]
+    assert "1 documents got no answer within 0.5 s (is sgm serve running on these topics?" in err
+
+
+def test_what_a_user_sees_on_stderr(tmp_path):
+    """The installed command, not just main(): one line, no traceback."""
+    done = sgm("stats", "--state-dir", str(tmp_path / "missing"), check=False)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    junk = tmp_path / "junk.mbox"
+    junk.write_bytes(os.urandom(2000))
+    done = sgm("learn", "--bootstrap-servers", "127.0.0.1:9", "--connect-timeout", "1", "--label", "x", str(junk),
+               check=False)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_broker_port_in_use_is_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = sgm("broker", "--port", str(port), check=False, timeout=30)
+    assert done.returncode == 2 and "is in use" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_dry_run_needs_no_broker_and_the_progress_line_counts(messy_folder, capsys):
+    root, valid_texts, _ = messy_folder
+    code = main(["learn", "--bootstrap-servers", "127.0.0.1:9", "--label", "spam", "--dry-run", "--progress",
+                 str(root)])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert out.startswith(f"sgm learn: checked {len(valid_texts) + 2} ")
+    last = err.split("\r")[-1]
+    assert last.startswith("sgm learn: ") and " checked, " in last and " skipped, " in last and "/s, " in last
