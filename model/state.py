@@ -253,7 +253,7 @@ class CountState:
 
     def _take_counters(self, counters: np.ndarray) -> None:
         (self.ent_used, self.free_top, self.arena.used, self.arena.garbage, self.n_vocab,
-         self.journal_fill) = (int(v) for v in counters)
+         self.journal_fill) = counters.tolist()  # Python ints in one call
 
     def _grow_entries(self) -> None:
         size = max(16, 2 * len(self.ent_refs))
