@@ -11,7 +11,8 @@ For each Kafka client, in one run against one embedded broker (Tansu):
    ``--docs`` scoring records waiting in the topic; the service (``--role all``)
    scores them; documents/s is taken from the output records' own timestamps
    (first to last output), so broker start and group join are not counted;
-3. **relay ceiling**: the service's transport skeleton with no work in it:
+3. **relay ceiling** (measured before and after the service; their mean): the
+   service's transport skeleton with no work in it:
    each polled batch (as many records as the service polls) is relayed to an
    output topic (one output-sized record per input, keyed by the input's key),
    flushed, and its offsets committed -- records/s. What any service that
@@ -29,11 +30,28 @@ For each Kafka client, in one run against one embedded broker (Tansu):
 Documents are the project's generated news stream with about 100 words each,
 like r8. The broker, the benchmark's producers and the service share the
 machine's cores, which the ceiling shares too.
+
+``--data FILE [FILE ...]`` adds real mail (``../shared/data``: e.g.
+``spamassassin.jsonl.gz``, text, and ``spamassassin-raw.jsonl.gz``, whole messages
+as ``raw_b64``, served with ``--preset spam``): every document is both a training
+record (its labels) and a scoring record, both waiting in their topics, so the
+service interleaves training and scoring batches as it polls them; the relay
+relays the same scoring records. ``--repeat`` sends the file several times (new ids).
+
+CPU: the service's process CPU (all its threads; ``/proc``), and the broker's,
+from the first output to the last, per scored document (training included in the
+real-mail runs); the relay's process CPU and the broker's per relayed record; and
+the service's own split by stage (``sgm_batch_seconds``: parse, score, produce,
+ack_commit), per document. On two shared cores, these say where the rate goes.
 """
 from __future__ import annotations
 
 import argparse
+import base64
+import gzip
 import json
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -45,7 +63,7 @@ import numpy as np
 import orjson
 
 from sgm.consumers.config import ServiceConfig
-from sgm.stream.broker import EmbeddedBroker
+from sgm.stream.broker import EmbeddedBroker, free_port
 from sgm.stream.records import ScoreRecord, encode_score
 from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
 from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client
@@ -65,6 +83,29 @@ def generated(n_train: int, n_score: int, seed: int) -> tuple[list[bytes], list[
         elif event.kind == "score" and len(train) >= n_train and len(score) < n_score:
             score.append(encode_score(ScoreRecord(id=event.id, text=json.loads(event.value)["text"])))
     return train, score
+
+
+def dataset_records(path: str, limit: int | None, repeat: int) -> tuple[list[bytes], list[bytes], bool]:
+    """Training and scoring records of a JSON Lines dataset (text, or whole messages as ``raw_b64``)."""
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        rows = [json.loads(line) for _, line in zip(range(limit or 10**9), handle)]
+    raw = "raw_b64" in rows[0]
+    train, score = [], []
+    for copy in range(repeat):
+        for row in rows:
+            doc_id = f"{row['id']}#{copy}"
+            content = {"raw_b64": row["raw_b64"]} if raw else {"text": row["text"]}
+            train.append(orjson.dumps({"id": doc_id, "labels": row["labels"], **content,
+                                       **({"ts": row["ts"]} if row.get("ts") else {})}))
+            score.append(orjson.dumps({"id": doc_id, **content}))
+    return train, score, raw
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def produce(client, topic: str, values: list[bytes], rate: float = 0.0) -> None:
@@ -105,7 +146,7 @@ def ceiling(client, values: list[bytes]) -> float:
 RELAY_OUTPUT_BYTES = 320
 
 
-def relay_ceiling(client, values: list[bytes], batch: int) -> float:
+def relay_ceiling(client, values: list[bytes], batch: int, broker_pid: int | None = None) -> dict:
     """Records/s through consume -> produce -> flush -> commit with no processing (see the module docstring)."""
     topic = f"relay-{uuid.uuid4().hex[:8]}"
     with client.admin() as admin:
@@ -122,6 +163,7 @@ def relay_ceiling(client, values: list[bytes], batch: int) -> float:
             continue
         if first is None:
             first, first_size = time.perf_counter(), len(records)  # steady state: from the first batch on
+            cpu, broker_cpu = time.process_time(), cpu_seconds(broker_pid) if broker_pid else 0.0
         for record in records:
             producer.send(f"{topic}-out", record.value[:RELAY_OUTPUT_BYTES], key=record.key)
         producer.flush()
@@ -131,20 +173,31 @@ def relay_ceiling(client, values: list[bytes], batch: int) -> float:
         consumer.commit(offsets)
         total += len(records)
     rate = (total - first_size) / max(time.perf_counter() - first, 1e-9) if first else 0.0
+    relayed = max(total - first_size, 1)
+    out = {"relay_per_s": rate, "relay_cpu_us": (time.process_time() - cpu) / relayed * 1e6 if first else 0.0,
+           "relay_broker_cpu_us": (cpu_seconds(broker_pid) - broker_cpu) / relayed * 1e6 if first and broker_pid else 0.0}
     producer.close()
     consumer.close()
-    return rate
+    return out
 
 
-def read_outputs(client, topic: str, n: int, timeout: float) -> list:
+def read_outputs(client, topic: str, n: int, timeout: float, pids: tuple[int, ...] = (), cpu: dict | None = None) -> list:
     """The ``n`` output records, read once they are all written (reading them while the
-    service runs would take CPU from it: this machine has two cores)."""
+    service runs would take CPU from it: this machine has two cores). With ``pids``,
+    ``cpu`` gets their CPU seconds and the outputs written when the first output
+    appeared (``start``) and when the last did (``end``)."""
     consumer = client.consumer(None)
     tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
     consumer.assign(tps)
     deadline = time.monotonic() + timeout
-    while sum(consumer.end_offsets(tps).values()) < n and time.monotonic() < deadline:
-        time.sleep(0.5)
+    written = 0
+    while written < n and time.monotonic() < deadline:
+        written = sum(consumer.end_offsets(tps).values())
+        if cpu is not None and pids and written and "start" not in cpu:
+            cpu["start"] = (written, [cpu_seconds(pid) for pid in pids])
+        time.sleep(0.02 if cpu is not None else 0.5)
+    if cpu is not None and pids:
+        cpu["end"] = (written, [cpu_seconds(pid) for pid in pids])
     records: list = []
     while len(records) < n and time.monotonic() < deadline:
         records.extend(consumer.poll(5000, 0.5))
@@ -152,12 +205,12 @@ def read_outputs(client, topic: str, n: int, timeout: float) -> list:
     return records
 
 
-def serve_process(cfg: ServiceConfig, log_path: str) -> subprocess.Popen:
+def serve_process(cfg: ServiceConfig, log_path: str, extra: tuple[str, ...] = ()) -> subprocess.Popen:
     """``sgm serve`` in its own process, as deployed (the benchmark's threads must not share its GIL)."""
     args = [sys.executable, "-m", "sgm.consumers.cli", "serve", "--bootstrap-servers", cfg.bootstrap_servers,
             "--client", cfg.client, "--train-topic", cfg.train_topic, "--score-topic", cfg.score_topic,
             "--output-topic", cfg.output_topic, "--dlq-topic", cfg.dlq_topic, "--group", cfg.group,
-            "--state-dir", cfg.state_dir, "--model", cfg.model, "--metrics-address", "",
+            "--state-dir", cfg.state_dir, "--model", cfg.model, "--metrics-address", cfg.metrics_address, *extra,
             "--snapshot-every-records", str(10**9), "--snapshot-every-seconds", str(10**9),
             "--max-poll-records", str(cfg.max_poll_records), "--log-level", "WARNING"]
     for name, value in cfg.param.items():
@@ -165,25 +218,51 @@ def serve_process(cfg: ServiceConfig, log_path: str) -> subprocess.Popen:
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(log_path, "ab"))
 
 
-def service_run(kind: str, bootstrap: str, train: list[bytes], score: list[bytes], seed: int) -> dict:
+_METRIC = re.compile(r'^(sgm_batch_seconds_sum\{stage="(\w+)"[^}]*\}|sgm_documents_scored_total(?:\{[^}]*\})?) (\S+)$', re.M)
+
+
+def stage_us_per_doc(metrics_address: str) -> dict[str, float]:
+    """The service's own seconds per stage (``sgm_batch_seconds_sum``) per scored document, in us."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{metrics_address}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    stages, scored = {}, 0.0
+    for match in _METRIC.finditer(text):
+        if match.group(2):
+            stages[match.group(2)] = float(match.group(3))
+        else:
+            scored = float(match.group(3))
+    return {stage: seconds / scored * 1e6 for stage, seconds in stages.items()} if scored else {}
+
+
+def service_run(kind: str, bootstrap: str, train: list[bytes], score: list[bytes], seed: int,
+                broker_pid: int | None = None, extra: tuple[str, ...] = (), latency: bool = True) -> dict:
     client = open_client(kind, KafkaConfig(bootstrap_servers=bootstrap))
     name = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
     with tempfile.TemporaryDirectory() as state_dir:
         cfg = ServiceConfig(bootstrap_servers=bootstrap, client=kind, train_topic=f"{name}-train",
                             score_topic=f"{name}-score", output_topic=f"{name}-out", dlq_topic=f"{name}-dlq",
                             group=f"{name}-g", state_dir=state_dir, score_partitions=PARTITIONS,
-                            model="uc_pd_jm_dp", param={"beta": 0.3, "mu": 50.0, "delta": 0.5, "ups": 0.2},
-                            max_poll_records=MAX_POLL_RECORDS)
+                            model="uc_pd_jm_dp", param={} if extra else {"beta": 0.3, "mu": 50.0, "delta": 0.5, "ups": 0.2},
+                            max_poll_records=MAX_POLL_RECORDS, metrics_address=f"127.0.0.1:{free_port()}")
         with client.admin() as admin:
             admin.create_topics([(cfg.train_topic, 1, 1), (cfg.score_topic, PARTITIONS, 1),
                                  (cfg.output_topic, PARTITIONS, 1), (cfg.dlq_topic, 1, 1)])
         produce(client, cfg.train_topic, train)
         produce(client, cfg.score_topic, score)
-        process = serve_process(cfg, f"{state_dir}/serve.log")
+        process = serve_process(cfg, f"{state_dir}/serve.log", extra)
+        cpu: dict = {}
+        latencies: list = []
         try:
-            outputs = read_outputs(client, cfg.output_topic, len(score), timeout=600)
+            pids = (process.pid, broker_pid) if broker_pid else (process.pid,)
+            outputs = read_outputs(client, cfg.output_topic, len(score), timeout=600, pids=pids, cpu=cpu)
+            stages = stage_us_per_doc(cfg.metrics_address)
             stamps = np.array(sorted(r.timestamp_ms for r in outputs), dtype=np.float64)
             throughput = (len(stamps) - 1) / max((stamps[-1] - stamps[0]) / 1000.0, 1e-9) if len(stamps) > 1 else 0.0
+            if not latency:
+                rate = 0.0
+                raise _Done
             # latency at a steady rate below the throughput
             rate = max(200.0, 0.5 * throughput)
             n_latency = int(min(len(score), rate * 8))
@@ -209,13 +288,25 @@ def service_run(kind: str, bootstrap: str, train: list[bytes], score: list[bytes
             feeder.join()
             print("latency by quarter (ms):", [round(float(np.median(q)), 1) for q in np.array_split(np.array(latencies), 4)] if latencies else None, flush=True)
             consumer.close()
+        except _Done:
+            pass
         finally:
             process.terminate()
             process.wait(60)
     lat = np.array(latencies) if latencies else np.array([np.nan])
-    return {"client": kind, "scored": len(outputs), "docs_per_s": throughput, "latency_rate": rate,
-            "latency_docs": len(latencies), "latency_p50_ms": float(np.percentile(lat, 50)),
-            "latency_p99_ms": float(np.percentile(lat, 99))}
+    out = {"client": kind, "scored": len(outputs), "docs_per_s": throughput, "latency_rate": rate,
+           "latency_docs": len(latencies), "latency_p50_ms": float(np.percentile(lat, 50)),
+           "latency_p99_ms": float(np.percentile(lat, 99)), "stage_us_per_doc": stages}
+    if "start" in cpu and "end" in cpu and cpu["end"][0] > cpu["start"][0]:
+        docs = cpu["end"][0] - cpu["start"][0]
+        used = [(b - a) / docs * 1e6 for a, b in zip(cpu["start"][1], cpu["end"][1])]
+        out["service_cpu_us"] = used[0]
+        out["service_broker_cpu_us"] = used[1] if len(used) > 1 else 0.0
+    return out
+
+
+class _Done(Exception):
+    """No latency phase (the real-mail runs)."""
 
 
 def training_run(kind: str, bootstrap: str, train: list[bytes]) -> dict:
@@ -248,47 +339,105 @@ def training_run(kind: str, bootstrap: str, train: list[bytes]) -> dict:
             "train_cpu_us_per_record": cpu / len(train) * 1e6}
 
 
+def report(label: str, run: dict) -> None:
+    """One line of rates and one of CPU per document: where the service's time goes beside the relay's."""
+    print(f"{label:>12}: ceiling (consume, no model) {run['ceiling_consume_per_s']:9.0f} rec/s | relay (consume, produce, "
+          f"commit; no parsing, no model; before/after the service "
+          f"{'/'.join(f'{r:.0f}' for r in run['relay_runs_per_s'])}) {run['relay_per_s']:9.0f} rec/s = {run['relay_fraction_of_ceiling'] * 100:5.1f}% "
+          f"of the ceiling | service {run['docs_per_s']:8.0f} docs/s = {run['fraction_of_ceiling'] * 100:5.1f}% of the "
+          f"ceiling, {run['fraction_of_relay'] * 100:5.1f}% of the relay"
+          + (f" | latency at {run['latency_rate']:.0f} docs/s: p50 {run['latency_p50_ms']:.1f} ms, p99 "
+             f"{run['latency_p99_ms']:.1f} ms" if run["latency_docs"] else ""), flush=True)
+    stages = ", ".join(f"{stage} {us:.1f}" for stage, us in run.get("stage_us_per_doc", {}).items())
+    print(f"{'':>12}  CPU us per document: service process {run.get('service_cpu_us', float('nan')):.1f} + broker "
+          f"{run.get('service_broker_cpu_us', float('nan')):.1f}; relay process {run['relay_cpu_us']:.1f} + broker "
+          f"{run['relay_broker_cpu_us']:.1f} (CPU-bound service/relay "
+          f"{run.get('cpu_bound_fraction_of_relay', float('nan')) * 100:.1f}%; load {run['load']:.1f}) | service stages "
+          f"(wall us/doc): {stages}", flush=True)
+
+
+def measure(kind: str, broker, train: list[bytes], score: list[bytes], seed: int, extra: tuple[str, ...] = (),
+            latency: bool = True) -> dict:
+    """Ceiling, relay and service on the same scoring records, one after the other against one broker."""
+    client = open_client(kind, KafkaConfig(bootstrap_servers=broker.bootstrap_servers))
+    ceiling_rate = ceiling(client, score)
+    # The relay before and after the service (a busy machine drifts): the rate is their mean, both are kept.
+    relays = [relay_ceiling(client, score, MAX_POLL_RECORDS, broker.pid)]
+    run = service_run(kind, broker.bootstrap_servers, train, score, seed, broker.pid, extra, latency)
+    relays.append(relay_ceiling(client, score, MAX_POLL_RECORDS, broker.pid))
+    relay = {key: float(np.mean([r[key] for r in relays])) for key in relays[0]}
+    relay["relay_runs_per_s"] = [r["relay_per_s"] for r in relays]
+    run.update(relay)
+    run["ceiling_consume_per_s"] = ceiling_rate
+    run["fraction_of_ceiling"] = run["docs_per_s"] / ceiling_rate if ceiling_rate else float("nan")
+    run["relay_fraction_of_ceiling"] = relay["relay_per_s"] / ceiling_rate if ceiling_rate else float("nan")
+    run["fraction_of_relay"] = run["docs_per_s"] / relay["relay_per_s"] if relay["relay_per_s"] else float("nan")
+    run["load"] = os.getloadavg()[0]
+    # What the rates would be if CPU were the only limit (two cores, service or relay plus the broker):
+    # robust to the other load on a shared machine, which moves the rates far more than the CPU per record.
+    if "service_cpu_us" in run:
+        run["cpu_bound_fraction_of_relay"] = ((run["relay_cpu_us"] + run["relay_broker_cpu_us"])
+                                              / (run["service_cpu_us"] + run["service_broker_cpu_us"]))
+    return run
+
+
+def data_path(name: str) -> str:
+    """A dataset file: as given, or by name in the shared data folder beside the repository (../shared/data)."""
+    if os.path.exists(name):
+        return name
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=50_000, help="scoring records (kafka-python gets a fifth)")
     parser.add_argument("--train", type=int, default=5000, help="training records before scoring")
-    parser.add_argument("--train-records", type=int, default=30_000, help="training records of the training measure")
+    parser.add_argument("--train-records", type=int, default=30_000,
+                        help="training records of the training measure (0: skip it)")
     parser.add_argument("--clients", nargs="+", default=["confluent", "kafka-python"])
+    parser.add_argument("--data", nargs="*", default=[], metavar="FILE",
+                        help="real mail too: JSON Lines datasets (text or raw_b64), e.g. spamassassin.jsonl.gz "
+                             "spamassassin-raw.jsonl.gz (confluent only)")
+    parser.add_argument("--repeat", type=int, default=2, help="times each --data file is sent (new ids)")
+    parser.add_argument("--limit", type=int, default=None, help="first documents of each --data file")
+    parser.add_argument("--only-data", action="store_true", help="skip the generated stream")
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
-    train, score = generated(args.train, args.docs, args.seed)
-    training_set, _ = generated(args.train_records, 0, args.seed + 1)
-    words = np.mean([len(json.loads(v)["text"].split()) for v in score[:1000]])
-    print(f"{len(train)} training and {len(score)} scoring records, {words:.0f} words per document", flush=True)
     results = []
+    print(f"load average {os.getloadavg()[0]:.1f}", flush=True)
     with EmbeddedBroker() as broker:
-        for kind in args.clients:
-            n = len(score) if kind == "confluent" else max(2000, len(score) // 5)
-            client = open_client(kind, KafkaConfig(bootstrap_servers=broker.bootstrap_servers))
-            ceiling_rate = ceiling(client, score[:n])
-            relay_rate = relay_ceiling(client, score[:n], MAX_POLL_RECORDS)
-            run = service_run(kind, broker.bootstrap_servers, train, score[:n], args.seed)
-            run["ceiling_consume_per_s"] = ceiling_rate
-            run["fraction_of_ceiling"] = run["docs_per_s"] / ceiling_rate if ceiling_rate else float("nan")
-            run["relay_per_s"] = relay_rate
-            run["relay_fraction_of_ceiling"] = relay_rate / ceiling_rate if ceiling_rate else float("nan")
-            run["fraction_of_relay"] = run["docs_per_s"] / relay_rate if relay_rate else float("nan")
+        if not args.only_data:
+            train, score = generated(args.train, args.docs, args.seed)
+            training_set, _ = generated(args.train_records, 0, args.seed + 1) if args.train_records else ([], [])
+            words = np.mean([len(json.loads(v)["text"].split()) for v in score[:1000]])
+            print(f"{len(train)} training and {len(score)} scoring records, {words:.0f} words per document", flush=True)
+            for kind in args.clients:
+                n = len(score) if kind == "confluent" else max(2000, len(score) // 5)
+                run = measure(kind, broker, train, score[:n], args.seed)
+                run["data"] = "generated"
+                results.append(run)
+                report(kind, run)
+                if training_set:
+                    trained = training_run(kind, broker.bootstrap_servers, training_set)
+                    run.update({k: v for k, v in trained.items() if k != "client"})
+                    print(f"{kind:>12}: trainer {trained['train_records_per_s']:8.0f} records/s from offset 0 "
+                          f"({trained['train_records']} records, {trained['learned']} documents learned), "
+                          f"CPU {trained['train_cpu_us_per_record']:.1f} us/record", flush=True)
+        for name in args.data:
+            train, score, raw = dataset_records(data_path(name), args.limit, args.repeat)
+            size = np.mean([len(v) for v in score])
+            extra = ("--preset", "spam") if raw else ()
+            print(f"{os.path.basename(name)}: {len(score)} documents ({'whole messages' if raw else 'text'}, "
+                  f"{size / 1024:.1f} KB per record), each a training and a scoring record"
+                  + (", served with --preset spam" if raw else ", model uc_pd_jm_dp"), flush=True)
+            run = measure("confluent", broker, train, score, args.seed, extra, latency=False)
+            run["data"] = os.path.basename(name)
             results.append(run)
-            print(f"{kind:>12}: ceiling (consume, no model) {ceiling_rate:9.0f} rec/s | relay (consume, produce, commit; "
-                  f"no parsing, no model) {relay_rate:9.0f} rec/s = {run['relay_fraction_of_ceiling'] * 100:5.1f}% of the "
-                  f"ceiling | service {run['docs_per_s']:8.0f} docs/s = {run['fraction_of_ceiling'] * 100:5.1f}% of the "
-                  f"ceiling, {run['fraction_of_relay'] * 100:5.1f}% of the relay | latency at "
-                  f"{run['latency_rate']:.0f} docs/s: p50 {run['latency_p50_ms']:.1f} ms, p99 {run['latency_p99_ms']:.1f} ms",
-                  flush=True)
-            trained = training_run(kind, broker.bootstrap_servers, training_set)
-            run.update({k: v for k, v in trained.items() if k != "client"})
-            print(f"{kind:>12}: trainer {trained['train_records_per_s']:8.0f} records/s from offset 0 "
-                  f"({trained['train_records']} records, {trained['learned']} documents learned), "
-                  f"CPU {trained['train_cpu_us_per_record']:.1f} us/record", flush=True)
+            report(os.path.basename(name).split(".")[0][:12], run)
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"results": results, "docs": len(score), "train": len(train)}, handle, indent=2)
+            json.dump({"results": results, "docs": args.docs, "train": args.train}, handle, indent=2)
     return 0
 
 

@@ -30,6 +30,7 @@ register("eval", "sgm.consumers.commands.eval", "evaluate a model configuration 
 register("tune", "sgm.consumers.commands.tune", "Gaussian random search of model parameters on a development split")
 register("feed", "sgm.consumers.commands.feed", "produce the generated stream to the training and scoring topics (load generator)")
 register("chaos", "sgm.consumers.commands.chaos", "fault campaign: kill/restart processes and freeze the broker, then audit")
+register("warm", "sgm.consumers.commands.warm", "compile the model kernels into numba's cache (image builds: later starts are warm)")
 
 
 def build_parser() -> argparse.ArgumentParser:

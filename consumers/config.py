@@ -89,6 +89,9 @@ class ServiceConfig:
     spam_label: str = _setting("spam", "the spam label of the decision (the positive class of a two-label task)")
     spam_threshold: float | None = _setting(None, "spam verdict when the spam posterior is >= this (default: the "
                                             "preset's; none and no guard: no decision, labels are the top label)")
+    spam_prior_weight: float | None = _setting(None, "weight of the class prior in the posterior the spam threshold "
+                                               "applies to (default: the preset's; else the model's theta: its own "
+                                               "posterior; 1: the plain Bayes posterior)")
     min_spam: int | None = _setting(None, "learn guard: no spam verdict before the model holds this many spams "
                                     "(SpamAssassin's bayes_min_spam_num; default: the preset's, else 0)")
     min_ham: int | None = _setting(None, "learn guard: no spam verdict before the model holds this many hams "
@@ -144,7 +147,8 @@ class ServiceConfig:
     def decision(self) -> SpamDecision | None:
         """The spam decision outputs carry: the preset's, the flags on top; ``None`` when neither sets one."""
         base = preset(self.preset).decision if self.preset else None
-        given = {"threshold": self.spam_threshold, "min_spam": self.min_spam, "min_ham": self.min_ham}
+        given = {"threshold": self.spam_threshold, "min_spam": self.min_spam, "min_ham": self.min_ham,
+                 "prior_weight": self.spam_prior_weight}
         if base is None and all(value is None for value in given.values()):
             return None
         settings = {**(base or SpamDecision()).to_dict(), "label": self.spam_label}

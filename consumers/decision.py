@@ -7,7 +7,16 @@ hams (200 each by default). :class:`SpamDecision` is that rule, shared by the
 service (every output carries it, ``docs/SCHEMAS.md``) and ``sgm eval`` (the
 false-positive and false-negative rates at the threshold, ``docs/EVALUATION.md``).
 
-Verdicts: ``"spam"`` (posterior of the spam label at or above the threshold,
+The posterior the threshold applies to is the model's own, or, with a
+``prior_weight``, the posterior the model would give with its class prior
+counted ``prior_weight`` times instead of ``theta`` times (prior scaling,
+docs/MODEL.md section 4): ``p(l | x)`` reweighted by ``p(l) ** (prior_weight -
+theta)`` and normalized. The ranking, ``top_k`` and the top label stay the
+model's; only the verdict reads the reweighted posterior. A prior weight suits
+a decision that must hold while the class balance of the training data moves:
+``theta`` = 2, chosen for ranking, makes the posterior follow the balance twice.
+
+Verdicts: ``"spam"`` (that posterior of the spam label at or above the threshold,
 guards met), ``"ham"`` (below it), ``"not_ready"`` (a guard not met: no spam
 verdict). Documents counted for the guards are the model's live documents:
 "spam" those with the spam label, "ham" all others (what a forget or the memory
@@ -24,12 +33,22 @@ Examples
 >>> rule.output(0.99, {"spam": 3, "ham": 0})
 {'label': 'spam', 'p': 0.99, 'threshold': 0.9, 'verdict': 'not_ready', 'learned': {'spam': 3, 'ham': 0}, \
 'min': {'spam': 2, 'ham': 1}}
+
+A prior weight of 1 for a model scoring with ``theta`` = 2 and a spam prior of 0.8 divides the spam
+odds by 4 (0.9 -> 0.69):
+
+>>> weighted = SpamDecision(threshold=0.9, prior_weight=1.0)
+>>> shift = {"spam": (1.0 - 2.0) * math.log(0.8), "ham": (1.0 - 2.0) * math.log(0.2)}
+>>> round(weighted.posterior(["spam", "ham"], [0.9, 0.1], shift), 4)
+0.6923
+>>> weighted.posterior(["ham"], [1.0], shift), SpamDecision().posterior(["spam", "ham"], [0.9, 0.1])
+(0.0, 0.9)
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 __all__ = ["SpamDecision", "VERDICTS"]
 
@@ -49,12 +68,16 @@ class SpamDecision:
     min_spam, min_ham : int
         No spam verdict until the model holds this many documents with ``label`` /
         without it (SpamAssassin's ``bayes_min_spam_num`` / ``bayes_min_ham_num``).
+    prior_weight : float or None
+        The weight of the class prior in the posterior the threshold applies to (>= 0; ``None``:
+        the model's own, ``theta``). 1 is the plain Bayes posterior, 0 drops the prior.
     """
 
     label: str = "spam"
     threshold: float = 0.5
     min_spam: int = 0
     min_ham: int = 0
+    prior_weight: float | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.label, str) and self.label):
@@ -65,6 +88,9 @@ class SpamDecision:
             value = getattr(self, name)
             if isinstance(value, bool) or int(value) != value or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        if self.prior_weight is not None and not (math.isfinite(float(self.prior_weight))
+                                                  and float(self.prior_weight) >= 0.0):
+            raise ValueError(f"prior_weight must be a finite number >= 0, got {self.prior_weight!r}")
 
     def learned(self, per_class: Mapping[Any, int]) -> dict[str, int]:
         """``{"spam": n, "ham": m}`` from a model's :meth:`documents_per_class` (powerset classes are label
@@ -86,6 +112,35 @@ class SpamDecision:
             counts["ham"] = len(model) - counts["spam"]
         return counts
 
+    def prior_shift(self, model) -> dict[str, float] | None:
+        """Per class name as the model's rankings spell it (a label set joined by ``+``): what
+        :meth:`posterior` adds to its log posterior, ``(prior_weight - theta) log p(l)``. ``None``
+        without a prior weight."""
+        if self.prior_weight is None:
+            return None
+        names, log_prior = model.class_log_prior()
+        factor = float(self.prior_weight) - model.prior_scale
+        return {("+".join(name) if isinstance(name, tuple) else name): factor * value
+                for name, value in zip(names, log_prior.tolist())}
+
+    def posterior(self, names: Sequence[str], probabilities: Sequence[float],
+                  shift: Mapping[str, float] | None = None) -> float:
+        """The spam posterior the threshold applies to, from a document's posteriors over ``names``
+        (every class the model knows): the spam label's (0 if absent), reweighted by ``shift``
+        (:meth:`prior_shift`) when given. In [0, 1]."""
+        if self.label not in names:
+            return 0.0
+        if shift is None:
+            return min(max(float(probabilities[list(names).index(self.label)]), 0.0), 1.0)
+        logs = [(math.log(p) + shift.get(name, 0.0)) if p > 0.0 else -math.inf
+                for name, p in zip(names, map(float, probabilities))]
+        top = max(logs)
+        if top == -math.inf:
+            return 0.0
+        total = math.fsum(math.exp(value - top) for value in logs)
+        spam = logs[list(names).index(self.label)]
+        return min(max(math.exp(spam - top) / total, 0.0), 1.0)
+
     def ready(self, learned: Mapping[str, int]) -> bool:
         return learned["spam"] >= self.min_spam and learned["ham"] >= self.min_ham
 
@@ -99,8 +154,11 @@ class SpamDecision:
         p = float(p_spam)
         if not math.isfinite(p):
             raise ValueError(f"p must be finite, got {p_spam!r}")
-        return {"label": self.label, "p": p, "threshold": float(self.threshold), "verdict": self.verdict(p, learned),
-                "learned": dict(learned), "min": {"spam": int(self.min_spam), "ham": int(self.min_ham)}}
+        out = {"label": self.label, "p": p, "threshold": float(self.threshold), "verdict": self.verdict(p, learned),
+               "learned": dict(learned), "min": {"spam": int(self.min_spam), "ham": int(self.min_ham)}}
+        if self.prior_weight is not None:
+            out["prior_weight"] = float(self.prior_weight)
+        return out
 
     def labels(self, verdict: str, ranked: list[str]) -> list[str]:
         """The output label set for a verdict: the spam label, else the best-ranked other label (none known: [])."""
@@ -109,13 +167,18 @@ class SpamDecision:
         return next(([name] for name in ranked if name != self.label), [])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "threshold": float(self.threshold), "min_spam": int(self.min_spam),
-                "min_ham": int(self.min_ham)}
+        out = {"label": self.label, "threshold": float(self.threshold), "min_spam": int(self.min_spam),
+               "min_ham": int(self.min_ham)}
+        if self.prior_weight is not None:
+            out["prior_weight"] = float(self.prior_weight)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SpamDecision":
-        unknown = set(data) - {"label", "threshold", "min_spam", "min_ham"}
+        unknown = set(data) - {"label", "threshold", "min_spam", "min_ham", "prior_weight"}
         if unknown:
             raise ValueError(f"unknown decision settings: {sorted(unknown)}")
+        weight = data.get("prior_weight")
         return cls(label=str(data.get("label", "spam")), threshold=float(data.get("threshold", 0.5)),
-                   min_spam=int(data.get("min_spam", 0)), min_ham=int(data.get("min_ham", 0)))
+                   min_spam=int(data.get("min_spam", 0)), min_ham=int(data.get("min_ham", 0)),
+                   prior_weight=None if weight is None else float(weight))

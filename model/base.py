@@ -506,6 +506,20 @@ class GenerativeTextModel:
             cached = self._names = (state.class_version, active, [self._class_name(names[i]) for i in active.tolist()])
         return cached[1], cached[2]
 
+    @property
+    def prior_scale(self) -> float:
+        """``theta``: the weight of :meth:`class_log_prior` in every label score (1 without prior scaling)."""
+        return float(self.params.get("theta", 1.0))
+
+    def class_log_prior(self) -> tuple[list, np.ndarray]:
+        """Active classes (as :meth:`class_names`) and their unscaled log prior ``log p(l)``: the class's
+        (decayed) document count over the sum of them. The scoring kernel adds :attr:`prior_scale` times it."""
+        active, names = self.class_names()
+        if not len(active):
+            return names, np.empty(0)
+        docs = self.state.cls_docs.get(active)
+        return names, np.log(docs) - math.log(self.state.class_docs_total.value)
+
     def predict_log_proba_many(self, docs: Iterable[Document]) -> tuple[list, np.ndarray]:
         """Log posteriors of a batch: ``(classes, array of shape (n_docs, n_classes))``."""
         active, names = self.class_names()

@@ -52,10 +52,56 @@ def test_the_spam_preset_builds_and_documents_its_choice():
     assert set(PRESETS) == {"spam"}
     model = build_model(spam.model_config())
     assert model.mail is not None and model.config()["mail"]["meta_weight"] == MAIL_CONFIG["mail"]["meta_weight"]
-    assert spam.decision == SpamDecision("spam", 0.99683, 0, 0)  # chosen on the dev stream: bench/mail_stream.py
+    # chosen on the dev stream: bench/mail_stream.py --mode decision
+    assert spam.decision == SpamDecision("spam", 0.989, 0, 0, prior_weight=1.1)
     copy = spam.model_config()
     copy["params"]["beta"] = 0.1
     assert spam.model["params"]["beta"] == MAIL_CONFIG["params"]["beta"]  # callers get a copy
+
+
+def test_prior_weight_gives_the_posterior_of_the_model_scoring_with_that_theta():
+    """The decision's reweighted posterior of a theta = 2 model equals the posterior of the same model built
+    with theta = the prior weight (the scoring kernel, not a formula of the test); a document without known
+    terms is scored by the prior alone: theta times class_log_prior, normalized."""
+    docs = ["cheap pills now", "winner prize cheap", "pills pills offer", "cheap offer now", "prize winner",
+            "meeting agenda", "lunch notes agenda"]
+    labels = [["spam"]] * 5 + [["ham"]] * 2
+    queries = ["cheap agenda", "meeting pills prize", "lunch", "offer notes now now", "unknown words only"]
+    scaled = MNB("uc_jm_dp_ps", theta=2.0, beta=0.5)
+    scaled.learn_many(docs, labels, ids=[str(i) for i in range(len(docs))])
+    names, log_prior = scaled.class_log_prior()
+    assert scaled.prior_scale == 2.0 and np.exp(log_prior).sum() == pytest.approx(1.0)
+    assert dict(zip(names, np.exp(log_prior).tolist())) == pytest.approx({"spam": 5 / 7, "ham": 2 / 7})
+    classes, only_prior = scaled.predict_log_proba_many(["unknown words only"])
+    expected = 2.0 * log_prior - np.logaddexp.reduce(2.0 * log_prior)
+    assert classes == names and only_prior[0] == pytest.approx(expected, abs=1e-12)
+    for weight in (0.0, 1.0, 1.1, 2.0):
+        rule = SpamDecision(threshold=0.5, prior_weight=weight)
+        reference = MNB("uc_jm_dp_ps", theta=weight, beta=0.5)
+        reference.learn_many(docs, labels, ids=[str(i) for i in range(len(docs))])
+        shift = rule.prior_shift(scaled)
+        for query in queries:
+            ranked = scaled.predict_topk(query, 2)
+            got = rule.posterior([n for n, _ in ranked], [p for _, p in ranked], shift)
+            assert got == pytest.approx(reference.predict_proba_one(query)["spam"], rel=1e-9, abs=1e-12)
+    assert SpamDecision().prior_shift(scaled) is None
+
+
+def test_prior_weight_settings_round_trip_and_show_in_outputs():
+    rule = SpamDecision(threshold=0.9, prior_weight=1.0)
+    assert SpamDecision.from_dict(rule.to_dict()) == rule and rule.to_dict()["prior_weight"] == 1.0
+    assert "prior_weight" not in SpamDecision().to_dict() and "prior_weight" not in SpamDecision().output(0.5, {
+        "spam": 1, "ham": 1})
+    assert rule.output(0.95, {"spam": 1, "ham": 1})["prior_weight"] == 1.0
+    for bad in (-0.5, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            SpamDecision(prior_weight=bad)
+    assert rule.posterior(["spam", "ham"], [0.0, 1.0], {"spam": 3.0, "ham": 0.0}) == 0.0
+    assert rule.posterior(["spam", "ham"], [1.0, 0.0], {"spam": -3.0, "ham": 0.0}) == 1.0
+    assert ServiceConfig(preset="spam", spam_prior_weight=2.0).decision().prior_weight == 2.0
+    assert ServiceConfig(spam_threshold=0.9).decision().prior_weight is None
+    with pytest.raises(ValueError, match="prior_weight"):
+        ServiceConfig(spam_prior_weight=-1.0)
 
 
 def test_service_config_takes_the_preset_and_lets_flags_override_it(tmp_path):
@@ -63,7 +109,7 @@ def test_service_config_takes_the_preset_and_lets_flags_override_it(tmp_path):
     assert cfg.model_config()["mail"] == MAIL_CONFIG["mail"] and cfg.model_config()["model"] == "uc_jm_dp_ps"
     assert cfg.decision() == preset("spam").decision
     cfg = ServiceConfig(preset="spam", spam_threshold=0.9, min_ham=200, param={"beta": 0.5})
-    assert cfg.decision() == SpamDecision("spam", 0.9, 0, 200)
+    assert cfg.decision() == SpamDecision("spam", 0.9, 0, 200, preset("spam").decision.prior_weight)
     assert cfg.model_config()["params"]["beta"] == 0.5 and cfg.model_config()["params"]["mu"] == 8635.77
     assert ServiceConfig(preset="spam", model="u_jm").model_config()["model"] == "u_jm"
     file = tmp_path / "mail.json"

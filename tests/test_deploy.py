@@ -436,6 +436,21 @@ def test_dockerfile_installs_the_package_and_runs_sgm_serve_unprivileged():
     assert "9464" in dockerfile["EXPOSE"]
 
 
+def test_dockerfile_warms_the_kernel_cache_for_the_user_that_serves():
+    """A container starts warm: the numba cache is a fixed directory, filled by `sgm warm` at build time
+    as the serving user (after the package is installed: numba checks the source files' stamps)."""
+    text = re.sub(r"\\\n", " ", (DEPLOY / "Dockerfile").read_text())
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    cache = re.search(r"\bNUMBA_CACHE_DIR=(\S+)", text).group(1)
+    assert cache.startswith("/") and "tmp" not in cache
+    warm = next(i for i, line in enumerate(lines) if re.fullmatch(r"RUN sgm warm\b.*", line))
+    install = next(i for i, line in enumerate(lines) if re.search(r"pip install \.", line))
+    user = max(i for i, line in enumerate(lines) if line.startswith("USER "))
+    assert install < user < warm, "sgm warm runs after the install, as the serving user"
+    assert any("chown" in line and "$NUMBA_CACHE_DIR" in line for line in lines[:user])
+    assert "NUMBA_CPU_NAME" in text  # a cache keyed by the build machine's CPU model would miss elsewhere
+
+
 def test_docker_compose_config_when_a_compose_client_exists():
     """``docker compose config`` validates the file against the compose schema (no daemon needed)."""
     for command in (["docker", "compose"], ["docker-compose"]):

@@ -263,7 +263,17 @@ def test_eval_reads_whole_messages_with_the_spam_preset(mail_stream_file, tmp_pa
     assert report["decision"]["not_ready"] >= 1 and report["one_minus_roca_pct"] is not None
     assert set(report["fn_at_fp_pct"]) == {"0.1", "1"} and 0 <= report["fp_rate_pct"] <= 100
     text = capsys.readouterr().out
-    assert "FP rate " in text and "threshold 0.6, min_spam 0, min_ham 3" in text
+    assert "FP rate " in text and "threshold 0.6, min_spam 0, min_ham 3, prior weight 1.1" in text
+    assert report["decision"]["prior_weight"] == 1.1  # the preset's, kept under --spam-threshold
+    # --spam-prior-weight at the model's theta: its own posterior, so 0.5 is the arg-max's verdict
+    assert main(["eval", "--data", str(mail_stream_file), "--preset", "spam", "--spam-threshold", "0.5",
+                 "--spam-prior-weight", "2", "--json", str(out)]) == 0
+    own = json.loads(out.read_text())
+    assert main(["eval", "--data", str(mail_stream_file), "--preset", "spam", "--spam-threshold", "0.5",
+                 "--spam-prior-weight", "1", "--json", str(out)]) == 0
+    bayes = json.loads(out.read_text())
+    assert own["decision"]["prior_weight"] == 2.0 and bayes["decision"]["prior_weight"] == 1.0
+    assert own["one_minus_roca_pct"] == bayes["one_minus_roca_pct"]  # the ranking is the model's either way
     # mail numbers on the command line land in the configuration's mail options
     assert main(["eval", "--data", str(mail_stream_file), "--preset", "spam", "--param", "meta_weight=2",
                  "--json", str(out)]) == 0

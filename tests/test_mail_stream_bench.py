@@ -61,17 +61,39 @@ def test_prequential_scores_every_document_but_the_first(tmp_path, monkeypatch):
     assert [d.id for d in loaded] == [d.id for d in docs]
 
 
+def odds(p: float) -> float:
+    return math.log(p / (1 - p))
+
+
 def test_decision_grid_prefers_the_cheapest_rule_and_smaller_guards():
     # ham at 0.6 early (one spam learned, no ham yet), later a spam at 0.8 and a ham at 0.3
-    is_spam, p_spam = [False, True, False], [0.6, 0.8, 0.3]
+    is_spam, log_odds = [False, True, False], [odds(0.6), odds(0.8), odds(0.3)]
     learned = [(1, 0), (1, 1), (2, 1)]
-    best = mail_stream.choose_decision(is_spam, p_spam, learned, fp_cost=9)[0]
+    ratio = [math.nan, 0.0, math.log(2.0)]  # the class prior's log ratio (unknown while one class is learned)
+    best = mail_stream.choose_decision(is_spam, log_odds, ratio, 2.0, learned, fp_cost=9)[0]
     cost, rule, fp, fn, waiting = best
     assert (cost, fp, fn) == (0, 0, 0) and rule.min_ham == 0 and rule.min_spam == 0  # a threshold in (0.6, 0.8]
     assert 0.6 < rule.threshold <= 0.8 and waiting == 0
+    assert rule.prior_weight is None  # the model's own posterior when it does as well
     # when the threshold cannot separate them, a guard can: the early ham is scored before any ham is learned
-    best = mail_stream.choose_decision([False, True], [0.9, 0.8], [(1, 0), (1, 1)], fp_cost=9)[0]
+    best = mail_stream.choose_decision([False, True], [odds(0.9), odds(0.8)], [math.nan, 0.0], 2.0,
+                                       [(1, 0), (1, 1)], fp_cost=9)[0]
     assert best[0] == 0 and best[1].min_ham == 1
+
+
+def test_decision_grid_reweights_the_prior_when_the_balance_moved():
+    # a ham at log-odds 3 scored when spam was 9 to 1, a spam at 2 when it was 1 to 9: on the model's
+    # posterior (theta 2) no threshold separates them; counting the prior less (w <= 1.7) does
+    ratio = [math.log(9.0), math.log(1 / 9)]
+    best = mail_stream.choose_decision([False, True], [3.0, 2.0], ratio, 2.0, [(9, 1), (1, 9)], fp_cost=9)[0]
+    cost, rule, fp, fn, _ = best
+    assert (cost, fp, fn) == (0, 0, 0) and rule.prior_weight == 1.7 and (rule.min_spam, rule.min_ham) == (0, 0)
+    said = mail_stream.decision_posteriors([3.0, 2.0], ratio, 2.0, rule.prior_weight) >= rule.threshold
+    assert said.tolist() == [False, True]
+    own = [r for r in mail_stream.choose_decision([False, True], [3.0, 2.0], ratio, 2.0, [(9, 1), (1, 9)], 9)
+           if r[1].prior_weight is None and r[1].min_spam == r[1].min_ham == 0]
+    assert own[0][0] == 1  # the model's posterior without guards: at best the spam is missed (a guard would hold
+    # back the ham, scored after one ham was learned; at equal cost the grid prefers no guard)
 
 
 def test_vw_names_are_encoded_one_to_one():

@@ -143,12 +143,9 @@ def answers(output: str) -> dict[str, dict]:
 
 @pytest.mark.parametrize("form, size", [
     ("mail", REDUCED), ("text", REDUCED),
-    # Known and open: the --preset spam threshold (p(spam) >= 0.99683, chosen on the first 25% of the stream
-    # for 9 x FP + FN) is too strict for a model of 3,000 messages: answers 0.942 (FP 1, FN 28) while their
-    # top label is right for 0.982 (FP 3, FN 6). At 1,200 the same threshold gives 0.987 (top label 0.930).
-    pytest.param("mail", FULL, id="mail-full", marks=[pytest.mark.slow, pytest.mark.xfail(
-        strict=True, reason="the preset's fixed spam threshold misses spam once the model has learned 3,000 "
-                            "messages (docs/YOUR_DATA.md)")]),
+    # The --preset spam decision (p(spam) >= 0.989 with the class prior counted 1.1 times, not theta = 2;
+    # chosen on the first 25% of the stream for 9 x FP + FN) at the size: docs/YOUR_DATA.md.
+    pytest.param("mail", FULL, id="mail-full", marks=pytest.mark.slow),
     pytest.param("text", FULL, marks=pytest.mark.slow, id="text-full")])
 def test_your_own_data_end_to_end(form, size, tmp_path):
     train, test = size

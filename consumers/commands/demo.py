@@ -47,16 +47,23 @@ def run(args: argparse.Namespace) -> int:
     from ..config import ServiceConfig, parse_param
     from ..logs import setup_logging
     from ..service import Service
+    from ..service.kernels import COMPILING, prepare_kernels
 
     setup_logging("logfmt", "ERROR")
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
+    model_options = dict(model=args.model, param=dict(parse_param(p) for p in args.param), half_life=args.half_life)
+    # The first start of a fresh install compiles the model's kernels (numba caches them): say so, and do it
+    # before the stream starts, so the latencies below are the service's, not the compiler's.
+    ready = prepare_kernels(ServiceConfig(**model_options).model_config(),
+                            on_compile=lambda: print(f"sgm demo: {COMPILING}", flush=True))
+    if ready.compiled:
+        print(f"sgm demo: kernels compiled in {ready.seconds:.1f} s", flush=True)
     print("sgm demo: starting an embedded Kafka-compatible broker (Tansu) ...", flush=True)
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as scratch:
         servers = broker.bootstrap_servers
         cfg = ServiceConfig(
             bootstrap_servers=servers, client=args.client, role="all", state_dir=args.state_dir or scratch,
-            model=args.model, param=dict(parse_param(p) for p in args.param), half_life=args.half_life,
-            metrics_address="127.0.0.1:0", snapshot_every_seconds=10.0, max_poll_records=500,
+            **model_options, metrics_address="127.0.0.1:0", snapshot_every_seconds=10.0, max_poll_records=500,
         )
         client = open_client(args.client, KafkaConfig(bootstrap_servers=servers))
         service = Service(cfg, client=client)

@@ -83,6 +83,9 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     decision = parser.add_argument_group("spam decision (two-label data; the label is --positive, default spam)")
     decision.add_argument("--spam-threshold", type=float, default=None, metavar="P",
                           help="spam verdict when the spam posterior is >= P (default: the preset's; else arg-max)")
+    decision.add_argument("--spam-prior-weight", type=float, default=None, metavar="W",
+                          help="weight of the class prior in the posterior the threshold applies to (default: the "
+                               "preset's; else the model's theta: its own posterior)")
     decision.add_argument("--min-spam", type=int, default=None, metavar="N",
                           help="no spam verdict before N spams are learned (SpamAssassin's bayes_min_spam_num)")
     decision.add_argument("--min-ham", type=int, default=None, metavar="N",
@@ -127,7 +130,8 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
 def decision_from_args(args: argparse.Namespace) -> SpamDecision | None:
     """The spam decision: the preset's, with the flags given on top; ``None`` when neither sets one."""
     base = find_preset(args.preset).decision if getattr(args, "preset", None) else None
-    given = {"threshold": args.spam_threshold, "min_spam": args.min_spam, "min_ham": args.min_ham}
+    given = {"threshold": args.spam_threshold, "min_spam": args.min_spam, "min_ham": args.min_ham,
+             "prior_weight": args.spam_prior_weight}
     if base is None and all(v is None for v in given.values()):
         return None
     settings = (base or SpamDecision()).to_dict()
@@ -181,8 +185,9 @@ def format_summary(report: dict[str, Any], label: str = "") -> str:
         at_fp = "  ".join(f"fn_pct_at_fp_{target}pct={show(value)}"
                           for target, value in (report.get("fn_at_fp_pct") or {}).items())
         decision = report.get("decision")
-        rule = (f"threshold {decision['threshold']:g}, min_spam {decision['min_spam']}, min_ham {decision['min_ham']}: "
-                f"not_ready {decision['not_ready']}" if decision else "arg-max")
+        weight = f", prior weight {decision['prior_weight']:g}" if decision and "prior_weight" in decision else ""
+        rule = (f"threshold {decision['threshold']:g}, min_spam {decision['min_spam']}, min_ham "
+                f"{decision['min_ham']}{weight}: not_ready {decision['not_ready']}" if decision else "arg-max")
         lines.append(f"  fp_rate_pct={show(report['fp_rate_pct'])}  fn_rate_pct={show(report['fn_rate_pct'])} ({rule})"
                      f"  {at_fp}")
     lines.append(f"  learn {show(report['learn_docs_per_s'])} docs/s, score {show(report['score_docs_per_s'])} docs/s; "

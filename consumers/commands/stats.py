@@ -103,7 +103,9 @@ def format_summary(summary: dict, max_labels: int = 30) -> str:
         learned = decision["learned"]
         state = ("met: verdicts are given" if decision["ready"]
                  else "not met: every verdict is not_ready until the model holds enough of both")
-        lines.append(f"decision    {decision['label']} at p >= {decision['threshold']:g}; learn guards "
+        weight = (f" (the posterior with the class prior counted {decision['prior_weight']:g} times)"
+                  if "prior_weight" in decision else "")
+        lines.append(f"decision    {decision['label']} at p >= {decision['threshold']:g}{weight}; learn guards "
                      f"{decision['label']} {learned['spam']:,} of {decision['min_spam']:,}, others "
                      f"{learned['ham']:,} of {decision['min_ham']:,}: {state}")
     lines.append(f"checksum    {snap['checksum']}")

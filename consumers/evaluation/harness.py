@@ -237,12 +237,13 @@ class Scorer:
         positive_col = column.get(self.positive) if self.positive is not None else None
         if self.positive is not None:
             outcomes.positive_odds.extend(positive_log_odds(log_post, positive_col).tolist())
-        decision, learned = self.decision, None
+        decision, learned, shift = self.decision, None, None
         if decision is not None:
-            learned = decision.learned_from(model)
+            learned, shift = decision.learned_from(model), decision.prior_shift(model)
+            shown = [("+".join(c) if isinstance(c, tuple) else c) for c in classes]
         for row, doc, top in zip(post, docs, best.tolist()):
             if decision is not None:
-                p_spam = float(row[positive_col]) if positive_col is not None else 0.0
+                p_spam = decision.posterior(shown, row.tolist(), shift)
                 verdict = decision.verdict(p_spam, learned)
                 outcomes.verdicts.append(verdict)
                 ranked = [classes[i] for i in np.argsort(-row, kind="stable").tolist()]

@@ -97,8 +97,9 @@ def _number(value: Any, digits: int = 4) -> str:
 def _decisions(report: Mapping[str, Any]) -> str:
     """Two-label data: the error rates of the decisions (the spam threshold and learn guards, or the arg-max)."""
     decision = report.get("decision")
-    rule = (f"threshold {decision['threshold']:g}, min_spam {decision['min_spam']}, min_ham {decision['min_ham']}: "
-            f"not_ready {decision['not_ready']}" if decision else "arg-max")
+    weight = f", prior weight {decision['prior_weight']:g}" if decision and "prior_weight" in decision else ""
+    rule = (f"threshold {decision['threshold']:g}, min_spam {decision['min_spam']}, min_ham {decision['min_ham']}"
+            f"{weight}: not_ready {decision['not_ready']}" if decision else "arg-max")
     line = (f"decisions ({rule}): FP rate {_number(report.get('fp_rate_pct'), 3)}%, "
             f"FN rate {_number(report.get('fn_rate_pct'), 3)}%")
     at_fp = report.get("fn_at_fp_pct") or {}

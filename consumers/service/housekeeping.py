@@ -21,6 +21,37 @@ def freeze_long_lived_heap() -> None:
     gc.freeze()
 
 
+class HeapFreezer:
+    """Freezes the heap (:func:`freeze_long_lived_heap`) after every ``every`` training records.
+
+    Snapshots freeze it too, but between them (and with snapshots far apart) the
+    documents learned since stay in the collector's view, and every full
+    collection walks them while the classifier scores: measured with 5,000
+    documents learned and no snapshot yet (the pattern of
+    ``bench/service_bench.py``), 3.5 of 22 us of CPU per scored document. The
+    collection before the freeze walks only what was learned since the last
+    one: 2.2 ms after 5,000 documents (0.4 us per training record).
+
+    Examples
+    --------
+    >>> freezer = HeapFreezer(every=3)
+    >>> freezer.learned(2), freezer.learned(2), freezer.pending
+    (False, True, 0)
+    """
+
+    def __init__(self, every: int = 5000) -> None:
+        self.every, self.pending = every, 0
+
+    def learned(self, records: int) -> bool:
+        """Count ``records`` applied; freeze (and return True) once ``every`` have been since the last freeze."""
+        self.pending += records
+        if self.pending < self.every:
+            return False
+        freeze_long_lived_heap()
+        self.pending = 0
+        return True
+
+
 def release_free_memory() -> None:
     """Return freed heap memory to the operating system (glibc's ``malloc_trim``; a no-op elsewhere).
 

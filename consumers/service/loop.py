@@ -30,7 +30,8 @@ from .checkpoint import Checkpoint, ModelState, restore
 from .connections import Connections
 from .dead_letters import DeadLetters
 from .gauges import Gauges
-from .housekeeping import freeze_long_lived_heap
+from .housekeeping import HeapFreezer, freeze_long_lived_heap
+from .kernels import CompileLog
 from .prequential import RecentPredictions
 from .retry import RESET_AFTER_ERRORS, RETRY_BACKOFF_MIN, KafkaErrors, next_backoff
 from .scoring import Scoring
@@ -75,6 +76,8 @@ class Service:
         self.limits = DEFAULT_LIMITS
         self.store = SnapshotStore(config.state_dir, keep=config.snapshot_keep, max_bytes=config.max_snapshot_bytes)
         self.state = ModelState()  # the model and its training offsets, restored at start
+        self.compile_log: CompileLog | None = None  # says when the first batches wait for numba (kernels.py)
+        self.heap = HeapFreezer()  # what was learned leaves the garbage collector's view (housekeeping.py)
         self.metrics_address: tuple[str, int] | None = None
         self.started = threading.Event()
         self.errors = KafkaErrors(self.metrics.transport_errors)
@@ -122,6 +125,7 @@ class Service:
         process before it touches Kafka. :meth:`run` retries the Kafka part
         with backoff; a direct call raises :class:`KafkaTransportError`.
         """
+        self._watch_compilation()
         self._restore()
         self._open_metrics_endpoint()
         self._connect()
@@ -141,6 +145,7 @@ class Service:
         """
         errors = self.errors
         try:
+            self._watch_compilation()
             if not self.started.is_set():
                 self._restore()
                 self._open_metrics_endpoint()
@@ -173,6 +178,9 @@ class Service:
 
     def close(self) -> None:
         """Snapshot, commit, leave the group and release everything (graceful shutdown)."""
+        if self.compile_log is not None:
+            self.compile_log.close()
+            self.compile_log = None
         try:
             self.checkpoint.final_snapshot()
         finally:
@@ -185,6 +193,10 @@ class Service:
         if self.state.model is None:
             restored = restore(self.config, self.store, self.metrics)
             self.state.model, self.state.train_offsets = restored.model, restored.train_offsets
+
+    def _watch_compilation(self) -> None:
+        if self.compile_log is None:
+            self.compile_log = CompileLog()
 
     def _connect(self) -> None:
         self.errors.stage = "start"
@@ -251,6 +263,7 @@ class Service:
                                                   timeout=0.0 if score_consumer else cfg.poll_timeout)
         if records:
             self.training.apply(records)
+            self.heap.learned(len(records))
             worked = True
         if score_consumer is not None:
             errors.stage = "score_poll"
@@ -265,6 +278,8 @@ class Service:
             self.checkpoint.snapshot()
         if self.gauges.due(now):
             self.gauges.refresh()
+        if self.compile_log is not None:
+            self.compile_log.report()
         return worked
 
     # ------------------------------------------------------------------ entry points of the parts

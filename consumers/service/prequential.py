@@ -40,6 +40,13 @@ class RecentPredictions:
         if len(recent) > self.size:
             recent.popitem(last=False)
 
+    def remember_many(self, predictions) -> None:
+        """:meth:`remember` for each ``(doc_id, prediction)`` pair, in order (one dict update for a batch)."""
+        recent = self._recent
+        recent.update(predictions)
+        while len(recent) > self.size:
+            recent.popitem(last=False)
+
     def judge(self, doc_id: str, labels: tuple[str, ...]) -> None:
         """Labels arrived for ``doc_id``: judge its prediction, if one is remembered (once)."""
         predicted = self._recent.pop(doc_id, None)

@@ -40,6 +40,23 @@ from .retry import KafkaErrors
 log = logging.getLogger("sgm.service")
 
 
+def next_offsets(records: list[Record]) -> dict[TopicPartition, int]:
+    """Per partition of a batch, the offset after its last record (what a commit of the batch names).
+
+    >>> from sgm.stream.kafka import Record
+    >>> next_offsets([Record("s", 0, 7, None, b""), Record("s", 1, 3, None, b""), Record("s", 0, 8, None, b"")])
+    {TopicPartition(topic='s', partition=0): 9, TopicPartition(topic='s', partition=1): 4}
+    """
+    last: dict[tuple[str, int], int] = {}
+    get = last.get
+    for record in records:  # one tuple per record, not a TopicPartition: this runs for every scored document
+        key = (record.topic, record.partition)
+        offset = record.offset
+        if offset >= get(key, -1):
+            last[key] = offset
+    return {TopicPartition(topic, partition): offset + 1 for (topic, partition), offset in last.items()}
+
+
 class Scoring:
     """The service's scoring side: one polled batch in, its outputs acknowledged and committed.
 
@@ -87,11 +104,10 @@ class Scoring:
     def decide(self, top_labels: list, top_p: np.ndarray, labels: list) -> list[dict]:
         """The decision object of each record; its labels become the verdict's (in place)."""
         decision, model = self.decision, self.state.model
-        learned = decision.learned_from(model)
+        learned, shift = decision.learned_from(model), decision.prior_shift(model)
         out = []
         for row, (names, posteriors) in enumerate(zip(top_labels, top_p.tolist())):
-            p_spam = posteriors[names.index(decision.label)] if decision.label in names else 0.0
-            made = decision.output(min(max(p_spam, 0.0), 1.0), learned)
+            made = decision.output(decision.posterior(names, posteriors, shift), learned)
             labels[row] = decision.labels(made["verdict"], names)
             out.append(made)
         return out
@@ -139,11 +155,11 @@ class Scoring:
             send(output_topic, value, key=doc_id.encode("utf-8"))
         predicted = [names[0] for names in top_labels if names]
         if predicted:
-            powerset = model.multilabel == "powerset"
-            remember = self.recent.remember
-            for doc_id, names, chosen in zip(ids, top_labels, labels):
-                if names:
-                    remember(doc_id, frozenset(chosen) if powerset else names[0])
+            if model.multilabel == "powerset":
+                self.recent.remember_many((doc_id, frozenset(chosen))
+                                          for doc_id, names, chosen in zip(ids, top_labels, labels) if names)
+            else:
+                self.recent.remember_many((doc_id, names[0]) for doc_id, names in zip(ids, top_labels) if names)
         self.dead_letters.send(dead)
         produced_at = time.perf_counter()
         self.errors.stage = "score_flush"
@@ -157,11 +173,7 @@ class Scoring:
             self.dead_letters.resend_training(exc)
             self.checkpoint.rewind(records)
             return
-        offsets: dict[TopicPartition, int] = {}
-        for record in records:
-            tp = record.tp
-            offsets[tp] = max(offsets.get(tp, 0), record.offset + 1)
-        self.checkpoint.commit_batch(offsets)
+        self.checkpoint.commit_batch(next_offsets(records))
         done = time.perf_counter()
         acked = now + (done - scored_at_perf)
         stamps = np.array([r.timestamp_ms for r, _ in valid if r.timestamp_ms], dtype=np.float64)

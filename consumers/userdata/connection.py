@@ -33,7 +33,7 @@ KAFKA_SETTINGS = {
 
 #: The service settings of a spam decision (consumers/decision.py): ``sgm score --state-dir`` applies it as the
 #: service does, ``sgm stats`` shows the state of its learn guards.
-DECISION_SETTINGS = {"preset", "spam_label", "spam_threshold", "min_spam", "min_ham"}
+DECISION_SETTINGS = {"preset", "spam_label", "spam_threshold", "spam_prior_weight", "min_spam", "min_ham"}
 
 
 class Unreachable(RuntimeError):
@@ -49,7 +49,7 @@ def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_decision_arguments(parser: argparse.ArgumentParser, title: str) -> None:
-    """The spam decision flags of ``sgm serve`` (``--preset``, ``--spam-threshold``, ``--min-spam``...)."""
+    """The spam decision flags of ``sgm serve`` (``--preset``, ``--spam-threshold``, ``--spam-prior-weight``...)."""
     group = parser.add_argument_group(title)
     exclude = tuple(f.name for f in dataclasses.fields(service_config.ServiceConfig) if f.name not in DECISION_SETTINGS)
     service_config.add_arguments(group, exclude=exclude)

@@ -88,6 +88,7 @@ def score_locally(saved, entries: list[Entry], top_k: int, threshold: float | No
             "train_offsets": {str(p): o for p, o in sorted(saved.train_offsets.items())}}
     k = top_k if decision is None else max(top_k, len(model.class_names()[1]))
     learned = decision.learned_from(model) if decision is not None else None
+    shift = decision.prior_shift(model) if decision is not None else None
     for start in range(0, len(entries), LOCAL_BATCH):
         batch = entries[start : start + LOCAL_BATCH]
         docs, mail = [], []
@@ -105,8 +106,7 @@ def score_locally(saved, entries: list[Entry], top_k: int, threshold: float | No
                                                              ranking.labels, mail):
             made = None
             if decision is not None:
-                p_spam = probabilities[names.index(decision.label)] if decision.label in names else 0.0
-                made = decision.output(min(max(p_spam, 0.0), 1.0), learned)
+                made = decision.output(decision.posterior(names, probabilities, shift), learned)
                 labels = decision.labels(made["verdict"], names)
             entry.answer = Answer(list(labels), list(zip(names[:top_k], probabilities[:top_k])), info, made, read)
             tally.handled(list(labels)[:1])

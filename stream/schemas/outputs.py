@@ -185,11 +185,12 @@ def encode_outputs(ids: Sequence[str], top_labels: Sequence[Sequence[str]], top_
     # orjson: about 5x faster than json.dumps here; it would write NaN as null, which the
     # checks above rule out
     dumps = orjson.dumps
+    model_json = orjson.Fragment(dumps(model))  # the batch's model object, serialized once (the same bytes)
     for doc_id, names, row, chosen, latency, t, (decision, read) in zip(
             ids, top_labels, np.clip(top_p, 0.0, 1.0).tolist(), labels, latencies, ts, extras):
         obj: dict[str, Any] = {"id": doc_id, "labels": list(chosen),
                                "top_k": [{"label": n, "p": p} for n, p in zip(names, row)],
-                               "model": model, "scored_at": scored_at, "latency_ms": latency}
+                               "model": model_json, "scored_at": scored_at, "latency_ms": latency}
         if t is not None:
             obj["ts"] = float(t)
         if decision is not None:
