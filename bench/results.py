@@ -60,6 +60,10 @@ class Candidate:
 #: (the two simplest, most robust families), each with prior scaling; ours = the best on dev.
 SPLIT_CANDIDATES = (Candidate("uc_pd_dp_tXiX_ps"), Candidate("uc_pd_jm_dp_ps"), Candidate("uc_pd_dp_ps"),
                     Candidate("u_jm_ps"))
+#: Issue 19: supervised term weights (fw) on words, and on words + bigrams (a smaller search: each point
+#: learns about five times as many terms). Chosen for the topic sets by the dev searches of the issue's
+#: research (FINDINGS.md there); on the spam streams fw did not help on dev, so they keep STREAM_CANDIDATES.
+FW_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_ps"), Candidate("uc_pd_jm_dp_fw_ps", ("--ngrams", "2"), search=(10, 16)))
 #: Spam streams: raw counts, and word bigrams with linear (fast to update) smoothing.
 STREAM_CANDIDATES = (Candidate("uc_pd_jm_dp_ps"), Candidate("uc_jm_dp_ps", ("--ngrams", "2")))
 #: Added when the TDM module exists (same search size as the MNB candidates).
@@ -93,10 +97,14 @@ class Entry:
 
 
 PLAN: tuple[Entry, ...] = (
-    Entry("r8", "split", (40, 40), note="standard split (Cardoso-Cachopo)"),
-    Entry("r52", "split", (40, 40), note="standard split"),
-    Entry("webkb", "split", (40, 40), note="standard split"),
+    Entry("r8", "split", (40, 40), note="standard split (Cardoso-Cachopo)",
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES),
+    Entry("r52", "split", (40, 40), note="standard split",
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES),
+    Entry("webkb", "split", (40, 40), note="standard split",
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES),
     Entry("reuters21578", "split", (10, 16),
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES,
           note="ModApte split, stories with at least one topic (7,775 train / 3,019 test); multi-label as label "
                "powerset; the headline measure is Micro-F1"),
     Entry("reuters21578", "prequential", (0, 0), config_from="reuters21578-split",
@@ -359,6 +367,69 @@ def split_summary(results: list[dict]) -> list[str]:
     return lines
 
 
+def is_fw(ours: dict) -> bool:
+    return "_fw" in ours["candidate"].spec
+
+
+def peer_summary(results: list[dict]) -> list[str]:
+    """Issue 19: the dev-chosen configuration against every tuned peer, and against the dev-chosen one among
+    the candidates without fw (today's model before the issue), with what each costs (same run)."""
+    rows = [r for r in results if r["entry"].mode == "split"]
+    if not rows or not any(is_fw(o) for r in rows for o in r["ours"]):
+        return []
+    names = (("linear_svc", "LinearSVC"), ("logistic_regression", "LogReg"), ("vw_oaa", "VW"))
+    lines = ["## Topic sets: ours vs every tuned peer (issue 19)", "",
+             "Accuracy (Micro-F1 on reuters21578, one-vs-rest for the linear peers) on the test splits. \"ours\" = the "
+             "dev-chosen candidate among all (fw included); \"before fw\" = the dev-chosen one among the candidates "
+             "without fw (the model before issue 19). RER against each peer, as above.", "",
+             "| dataset | ours (dev-chosen) | dev | test | before fw | test | "
+             + " | ".join(f"{label} | RER" for _, label in names) + " |",
+             "|" + "---|" * (6 + 2 * len(names))]
+    mean: dict[str, list[float]] = {}
+    cost = []
+    for result in rows:
+        data = result["entry"].data
+        measure = "micro_f1" if data == "reuters21578" else "accuracy"
+        best = result["best"]
+        old = [o for o in result["ours"] if o["summary"] and not is_fw(o)]
+        before = max(old, key=dev_of) if old else None
+        peers = {r["peer"]: r for r in result["peers"] if "skipped" not in r}
+        ours = best["tuned"][measure]
+        cells = [data, best["candidate"].label, fmt(dev_of(best)), fmt(ours),
+                 before["candidate"].label if before else "–", fmt(before["tuned"][measure]) if before else "–"]
+        for key, _ in names:
+            peer = peers.get(key, {}).get(measure)
+            rer = relative_error_reduction(ours, peer) if peer is not None else None
+            cells += [fmt(peer), pct(rer)]
+            if data != "reuters21578" and rer is not None:
+                mean.setdefault(key, []).append(rer)
+        if data != "reuters21578":
+            mean.setdefault("acc", []).append(ours)
+            for key, _ in names:
+                if key in peers:
+                    mean.setdefault("acc_" + key, []).append(peers[key][measure])
+        lines.append("| " + " | ".join(cells) + " |")
+        if before is not None:
+            cost.append(f"| {data} | {best['candidate'].label} | {fmt(best['tuned']['learn_docs_per_s'], 0)} | "
+                        f"{fmt(best['tuned']['score_docs_per_s'], 0)} | {before['candidate'].label} | "
+                        f"{fmt(before['tuned']['learn_docs_per_s'], 0)} | {fmt(before['tuned']['score_docs_per_s'], 0)} |")
+
+    def avg(values):
+        return sum(values) / len(values) if values else None
+
+    lines.append("| **mean r8, r52, webkb** | | | " + f"**{fmt(avg(mean.get('acc', [])))}** | | | "
+                 + " | ".join(f"{fmt(avg(mean.get('acc_' + key, [])))} | **{pct(avg(mean.get(key, [])))}**"
+                              for key, _ in names) + " |")
+    svc = avg(mean.get("linear_svc", []))
+    lines += ["", "Goal (issue 19): ahead of LinearSVC on the mean over r8, r52, webkb (mean RER > 0): "
+              + ("–" if svc is None else f"{pct(svc)}, **{'reached' if svc > 0 else 'not reached'}**") + ".", "",
+              "Cost of the choice (single-core docs/s inside the model's learn and score calls, same run; "
+              "learn: the training split in one batch, score: the test split):", "",
+              "| dataset | ours | learn docs/s | score docs/s | before fw | learn docs/s | score docs/s |",
+              "|---|---|---|---|---|---|---|", *cost, ""]
+    return lines
+
+
 def transfer_notes(results: list[dict]) -> list[str]:
     """Candidates whose tuned numbers scored better on dev but worse on the evaluation data than the defaults."""
     notes = []
@@ -407,13 +478,18 @@ def search_sizes(results: list[dict]) -> str:
         for ours in result["ours"]:
             if ours["summary"]:
                 kind = "TDM" if ours["candidate"].spec.startswith("tdm") else "MNB"
-                sizes.setdefault(result["entry"].data, {}).setdefault(kind, set()).add(ours["summary"]["search"])
+                if kind == "TDM" or not ours["candidate"].search:  # MNB ones with their own search: named apart
+                    sizes.setdefault(result["entry"].data, {}).setdefault(kind, set()).add(ours["summary"]["search"])
     full = [data for data, kinds in sizes.items() if "40x40" in kinds.get("MNB", set())]
     if not full:
         return ("Searches are smaller than the thesis's 40x40 (sizes per dataset below) to keep the whole run "
                 "short on two cores.")
     tdm = sorted(set().union(*(sizes[data].get("TDM", set()) for data in full)))
+    own = sorted({f"`{o['candidate'].label}` {o['summary']['search']}" for r in results for o in r["ours"]
+                  if o["summary"] and o["candidate"].search and not o["candidate"].spec.startswith("tdm")
+                  and r["entry"].data in full})
     return (f"{', '.join(full)}: the thesis's 40x40 search for every MNB candidate"
+            + (f" except {', '.join(own)} (slower to learn)" if own else "")
             + ((f" (TDM: {', '.join(tdm)})" if tdm != ["40x40"] else " and for TDM") if tdm else "")
             + "; the other datasets smaller searches to keep the whole run short on two cores (sizes per "
             "dataset below).")
@@ -481,6 +557,7 @@ def write_page(results: list[dict], out: Path, step_seconds: float | None, searc
         "",
     ]
     lines += split_summary(results)
+    lines += peer_summary(results)
     lines += stream_summary(results)
     lines += kept_sections(out.read_text(encoding="utf-8")) if out.is_file() else []
     lines += transfer_notes(results)

@@ -39,6 +39,7 @@ from .loops.scoring import keep_seen_terms
 from .persistence import ExtraState, dump, dumps, loads, state_checksum
 from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
 from .state import CountState
+from .term_class_weights import term_class_weights
 from .text import Document, Tokenizer, batch_term_counts, check_term_types, term_counts
 
 Labels = str | Sequence[str]
@@ -463,6 +464,15 @@ class GenerativeTextModel:
 
     # ------------------------------------------------------------ scoring
     def _prepare(self, docs: Sequence[Document]) -> PreparedBatch:
+        """Known terms of each document and their weights, times the ``fw`` weights when the spec has them."""
+        batch = self._prepare_weights(docs)
+        if self.spec.class_weights and len(batch.terms):
+            params = self.params
+            batch.weights = batch.weights * term_class_weights(self.state, batch.terms, params["gamma"],
+                                                               params["kappa"], params["eps"])
+        return batch
+
+    def _prepare_weights(self, docs: Sequence[Document]) -> PreparedBatch:
         """Known terms of each document and their weights (unseen terms are skipped).
 
         One vocabulary lookup and one set of array operations for the whole

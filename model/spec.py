@@ -40,11 +40,19 @@ _WEIGHTING_PARAMS = (
     ParamInfo("ups_idf", -1.0, 50.0, 0.0, False, "IDF lifting (tiX, tXiX, qidfX); -1 = Croft-Harper", -1.0, 50.0),
     ParamInfo("theta", 0.0, 2.0, 1.0, False, "prior scaling exponent (ps)", 0.0, 2.0),
 )
+#: The numbers of supervised query term weights (fw; :mod:`model.term_class_weights`).
+_CLASS_WEIGHT_PARAMS = (
+    ParamInfo("gamma", 0.0, 50.0, 1.0, False, "fw: sharpness of the class-entropy term weight", 0.0, 6.0),
+    ParamInfo("kappa", 0.0, math.inf, 1.0, True, "fw: pseudo-mass pulling class frequencies to the collection's",
+              0.0001, 100.0, True),
+    ParamInfo("eps", 0.0, 1.0, 0.1, False, "fw: weight floor of a term spread evenly over the classes", 0.0, 1.0),
+)
 
 
 def _collect_params() -> dict[str, ParamInfo]:
     found: dict[str, ParamInfo] = {}
     groups = ([m.params for m in registry.METHODS] + [b.params for b in registry.BACKGROUNDS] + [_WEIGHTING_PARAMS]
+              + [_CLASS_WEIGHT_PARAMS]
               + [registry.kernel_method(k).kernel_params for k in KERNEL_AFFIXES])
     for info in (info for group in groups for info in group):
         if found.setdefault(info.name, info) != info:
@@ -63,7 +71,9 @@ def _affix_table() -> str:
     rows += [("ti", "TF-IDF on training and scored documents (phi=0, ups_idf=0 fixed)"),
              ("tXi", "TF-IDF with length scaling ``phi`` free"), ("tiX", "TF-IDF with IDF lifting ``ups_idf`` free"),
              ("tXiX", "both free"), ("qidf", "IDF weighting of scored documents only (ups_idf=0 fixed)"),
-             ("qidfX", "query IDF with lifting ``ups_idf`` free"), ("ps", "prior scaling ``theta``")]
+             ("qidfX", "query IDF with lifting ``ups_idf`` free"),
+             ("fw", "supervised weights of scored terms from their class distribution (``gamma``, ``kappa``, ``eps``)"),
+             ("ps", "prior scaling ``theta``")]
     rows += [(k, f"TDM document kernel: {registry.kernel_method(k).doc}, number "
                  f"{', '.join(f'``{p.name}``' for p in registry.kernel_method(k).kernel_params)} (TDM only)")
              for k in KERNEL_AFFIXES]
@@ -97,6 +107,8 @@ class ModelSpec:
     weighting: str | None
     prior_scaling: bool
     kernel: frozenset[str] = field(default_factory=frozenset)
+    #: fw: scored terms weighted by how unevenly the classes hold them (:mod:`model.term_class_weights`)
+    class_weights: bool = False
 
     @property
     def name(self) -> str:
@@ -105,6 +117,8 @@ class ModelSpec:
         parts.extend(k for k in KERNEL_AFFIXES if k in self.kernel)
         if self.weighting:
             parts.append(self.weighting)
+        if self.class_weights:
+            parts.append("fw")
         if self.prior_scaling:
             parts.append("ps")
         return "_".join(parts)
@@ -122,6 +136,8 @@ class ModelSpec:
             names.add("ups_idf")
         if self.prior_scaling:
             names.add("theta")
+        if self.class_weights:
+            names.update(info.name for info in _CLASS_WEIGHT_PARAMS)
         return frozenset(names)
 
     # Views by slot and affix, for readers of the parsed fields (the dense references in tests/).
@@ -156,12 +172,12 @@ def parse_spec(text: str) -> ModelSpec:
     family = "mnb"
     if affixes and affixes[0] in FAMILIES:
         family = affixes.pop(0)
-    known = set(BACKGROUNDS) | set(SMOOTHING) | {"ps"} | set(WEIGHTINGS) | set(KERNEL_AFFIXES)
+    known = set(BACKGROUNDS) | set(SMOOTHING) | {"ps", "fw"} | set(WEIGHTINGS) | set(KERNEL_AFFIXES)
     unknown = [a for a in affixes if a not in known]
     if unknown:
         raise SpecError(
             f"unknown affix(es) {unknown} in {text!r}; known: backgrounds {BACKGROUNDS}, "
-            f"smoothing {' '.join(SMOOTHING)}, weighting {WEIGHTINGS}, ps, TDM kernels {KERNEL_AFFIXES}"
+            f"smoothing {' '.join(SMOOTHING)}, weighting {WEIGHTINGS}, fw, ps, TDM kernels {KERNEL_AFFIXES}"
         )
     if len(set(affixes)) != len(affixes):
         raise SpecError(f"repeated affix in {text!r}")
@@ -192,7 +208,7 @@ def parse_spec(text: str) -> ModelSpec:
         raise SpecError(f"kernel affixes {sorted(kernel)} are for TDM: prefix the spec with 'tdm_'")
     if family == "tdm" and not kernel:
         raise SpecError(f"{text!r}: a TDM needs kernel smoothing ({_either(KERNEL_AFFIXES, 'and/or')})")
-    return ModelSpec(family, background, smoothing, weighting, "ps" in affixes, kernel)
+    return ModelSpec(family, background, smoothing, weighting, "ps" in affixes, kernel, "fw" in affixes)
 
 
 #: Numbers that are not affix parameters but still configure a model.

@@ -20,6 +20,8 @@ import math
 from fractions import Fraction
 from dataclasses import dataclass, field
 
+from tests.reference import class_weights_of
+
 SEP = "\x1f"
 
 
@@ -60,6 +62,7 @@ class DenseTDMReference:
     kernel: frozenset
     weighting: str | None
     params: dict
+    class_weights: bool = False  # fw: scored terms weighted by g(n) of the (length-normalized) class counts
     half_life: float | None = None
     multilabel: str = "per_label"
     prune_below: float | None = None
@@ -74,8 +77,8 @@ class DenseTDMReference:
         """Read the configuration (plain values only) of a ``model.TDM``."""
         spec = model.spec
         return cls(spec.background, spec.discount, spec.jm, spec.dp, frozenset(spec.kernel), spec.weighting,
-                   dict(model.params), model.state.clock.half_life, model.multilabel, model.state.prune_below,
-                   model.state.max_documents)
+                   dict(model.params), spec.class_weights, model.state.clock.half_life, model.multilabel,
+                   model.state.prune_below, model.state.max_documents)
 
     # ----------------------------------------------------------- learning
     def classes_of(self, labels) -> tuple[str, ...]:
@@ -239,6 +242,9 @@ class DenseTDMReference:
         else:
             query = {t: float(c) for t, c in raw_query.items()}
         query = {t: w for t, w in query.items() if t in term_total and w > 0}
+        if self.class_weights:
+            g = class_weights_of(counts, self.params)
+            query = {t: w * g[t] for t, w in query.items()}
 
         label_prob: dict[str, dict[str, float]] = {}
         for c in classes:
@@ -277,7 +283,7 @@ class DenseTDMReference:
         return {c: v - norm for c, v in joint.items()}
 
     def query_length(self, raw_query: dict[str, float]) -> float:
-        """``|w|_1`` of the query as scored (seen terms, weighted)."""
+        """``|w|_1`` of the query as scored (seen terms, weighted; without the fw weights ``g <= 1``: a bound)."""
         vocab = {t for d in self.docs.values() for t, w in d.weights.items() if w > 0}
         if self.weighting:
             query = self._tfidf({t: float(c) for t, c in raw_query.items() if c != 0}, *self._document_frequencies())

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sgm.model import MNB, LearnGuardError
-from tests.reference import DenseReference, as_array
+from tests.reference import DenseReference, as_array, class_weight_params
 
 VOCAB = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
 LABELS = ["a", "b", "c"]
@@ -27,7 +27,8 @@ def configs(draw):
     smooth = draw(st.sampled_from(SMOOTHINGS))
     weighting = draw(st.sampled_from(WEIGHTINGS))
     ps = draw(st.booleans())
-    spec = "_".join(p for p in [background, smooth, weighting, "ps" if ps else None] if p)
+    fw = draw(st.booleans())
+    spec = "_".join(p for p in [background, smooth, weighting, "fw" if fw else None, "ps" if ps else None] if p)
     params = {}
     if "jm" in smooth:
         params["beta"] = draw(st.floats(0.05, 0.95))
@@ -43,6 +44,8 @@ def configs(draw):
         params["ups_idf"] = draw(st.floats(-1.0, 10.0))
     if ps:
         params["theta"] = draw(st.floats(0.0, 2.0))
+    if fw:
+        params.update(class_weight_params(draw))
     half_life = draw(st.one_of(st.none(), st.floats(2.0, 50.0)))
     multilabel = draw(st.sampled_from(["per_label", "powerset"]))
     return spec, params, half_life, multilabel

@@ -69,3 +69,23 @@ def test_page_states_the_sizes_the_reports_ran(work):
     write_reports(work, "toy-split-u_jm_ps", "4x4", 0.9)
     partial = resumed(work, small)
     assert results.search_sizes([partial]).startswith("Searches are smaller than the thesis's 40x40")
+
+
+def test_peer_summary_compares_the_dev_choice_with_every_peer_and_the_choice_before_fw(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "tdm_available", lambda: False)
+    peers = [{"peer": "linear_svc", "accuracy": 0.96, "dev": 0.9},
+             {"peer": "logistic_regression", "accuracy": 0.90, "dev": 0.9}, {"peer": "vw_oaa", "accuracy": 0.80, "dev": 0.8}]
+    (tmp_path / "r8-split.peers.json").write_text(json.dumps(peers), encoding="utf-8")
+    write_reports(tmp_path, "r8-split-u_jm_ps", "4x4", 0.90)  # test accuracy 0.9
+    write_reports(tmp_path, "r8-split-u_jm_fw_ps", "4x4", 0.95)
+    (tmp_path / "r8-split-u_jm_fw_ps.eval.json").write_text(json.dumps(eval_report(0.95)), encoding="utf-8")
+    entry = results.Entry("r8", "split", (4, 4),
+                          candidates=(results.Candidate("u_jm_ps"), results.Candidate("u_jm_fw_ps")))
+    lines = results.peer_summary([resumed(tmp_path, entry)])
+    row = next(line for line in lines if line.startswith("| r8 |"))
+    # 1 - 0.05 / 0.04 = -25%; 1 - 0.05 / 0.10 = +50%; 1 - 0.05 / 0.20 = +75%
+    assert row == ("| r8 | u_jm_fw_ps | 0.9500 | 0.9500 | u_jm_ps | 0.9000 | 0.9600 | -25.0% | 0.9000 | +50.0% | "
+                   "0.8000 | +75.0% |")
+    assert any("-25.0%, **not reached**" in line for line in lines)
+    assert not results.peer_summary([resumed(tmp_path, results.Entry("r8", "split", (4, 4),
+                                                                     candidates=(results.Candidate("u_jm_ps"),)))])

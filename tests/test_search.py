@@ -98,6 +98,6 @@ def test_dimensions_for_model_parameters():
     assert (dims["beta"].low, dims["beta"].high) == (PARAMS["beta"].tune_low, PARAMS["beta"].tune_high)
     assert (dims["phi"].low, dims["phi"].high) == (0.0, 1.0)
     with pytest.raises(SpecError):
-        dimensions_for(["gamma"])
+        dimensions_for(["no_such_number"])  # (gamma was unknown until the fw affix named it)
     with pytest.raises(ValueError):
         Dimension("mu", 0.0, 1.0, log_scale=True)

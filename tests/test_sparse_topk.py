@@ -16,7 +16,7 @@ docs = st.dictionaries(st.sampled_from(VOCAB), st.sampled_from([1.0, 2.0, 0.5, 3
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(["u_jm", "c_jm", "uc_jm", "uc_jm_ps", "u_jm_tXiX_ps"]), st.floats(0.05, 0.95),
+@given(st.sampled_from(["u_jm", "c_jm", "uc_jm", "uc_jm_ps", "u_jm_tXiX_ps", "uc_jm_fw_ps"]), st.floats(0.05, 0.95),
        st.floats(0.0, 2.0), st.one_of(st.none(), st.floats(1.0, 20.0)),
        st.lists(st.tuples(docs, st.integers(0, 30), st.floats(0.0, 40.0)), min_size=1, max_size=40),
        st.lists(st.integers(0, 39), max_size=6), st.lists(docs, min_size=1, max_size=4), st.integers(1, 6))
@@ -28,6 +28,8 @@ def test_sparse_topk_equals_dense(spec, beta, theta, half_life, items, forgets, 
         params.update(phi=0.5, ups_idf=2.0)
     if spec.startswith("uc"):
         params["ups"] = 0.3
+    if "fw" in spec:
+        params.update(gamma=1.5, kappa=0.5, eps=0.2)
     model = MNB(spec, half_life=half_life, **params)
     for i, (doc, label, ts) in enumerate(items):
         model.learn_one(doc, f"c{label}", ts=ts, id=f"d{i}")

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from sgm.model import TDM, LearnGuardError, build_model, model_config
 from sgm.model.state import CountState
+from tests.reference import class_weight_params
 from tests.reference_tdm import DenseTDMReference, class_name
 
 VOCAB = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
@@ -36,7 +37,9 @@ def configs(draw, memory_bound: bool = True):
     kernel = draw(st.sampled_from(KERNELS))
     weighting = draw(st.sampled_from(WEIGHTINGS))
     ps = draw(st.booleans())
-    spec = "_".join(p for p in ["tdm", background, smooth, kernel, weighting, "ps" if ps else None] if p)
+    fw = draw(st.booleans())
+    spec = "_".join(p for p in ["tdm", background, smooth, kernel, weighting, "fw" if fw else None,
+                                "ps" if ps else None] if p)
     params = {}
     if "jm" in smooth.split("_"):
         params["beta"] = draw(st.floats(0.05, 0.95))
@@ -58,6 +61,8 @@ def configs(draw, memory_bound: bool = True):
         params["ups_idf"] = draw(st.floats(-1.0, 10.0))
     if ps:
         params["theta"] = draw(st.floats(0.0, 2.0))
+    if fw:
+        params.update(class_weight_params(draw))
     options = {
         # above 3 so that the default expiry (20 half-lives) never falls inside the event-time range [0, 60]:
         # a document exactly on a threshold could be kept by one rounding and dropped by the other

@@ -19,10 +19,9 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..userdata.connection import add_kafka_arguments
-from ..userdata.inputs import add_input_arguments, check_labels, documents
+from ..userdata.inputs import add_input_arguments, checked_inputs, documents
 
 
 #: Shown by --help.
@@ -43,12 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..userdata.training import send_training
 
-    try:
-        labels = check_labels(args.label)
-    except ValueError as exc:
-        print(f"sgm learn: {exc}", file=sys.stderr)
-        return 2
-    if not args.paths:
-        print("sgm learn: give files or folders to learn (sgm learn --help)", file=sys.stderr)
+    labels = checked_inputs("learn", args)
+    if labels is None:
         return 2
     return send_training("learn", args, documents(args, labels))

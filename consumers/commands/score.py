@@ -27,7 +27,7 @@ import sys
 
 from .. import config as service_config
 from ..userdata.connection import add_decision_arguments, add_kafka_arguments
-from ..userdata.inputs import add_input_arguments, check_labels, documents
+from ..userdata.inputs import add_input_arguments, checked_inputs, documents
 
 
 #: Shown by --help.
@@ -62,13 +62,8 @@ def run(args: argparse.Namespace) -> int:
     from ..userdata.snapshots import NoSnapshot, load_saved_model
     from ..userdata.tally import Tally
 
-    try:
-        labels = check_labels(args.label)
-    except ValueError as exc:
-        print(f"sgm score: {exc}", file=sys.stderr)
-        return 2
-    if not args.paths:
-        print("sgm score: give files or folders to score (sgm score --help)", file=sys.stderr)
+    labels = checked_inputs("score", args)
+    if labels is None:
         return 2
     if args.top_k < 1:
         print("sgm score: --top-k must be at least 1", file=sys.stderr)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Iterator
 
 from sgm.stream.records import DEFAULT_LIMITS, InvalidRecord, parse_train
@@ -46,6 +47,20 @@ def check_labels(labels: list[str]) -> tuple[str, ...]:
     except InvalidRecord as exc:
         raise ValueError(f"--label: {exc.detail}") from None
     return record.labels
+
+
+def checked_inputs(command: str, args: argparse.Namespace) -> tuple[str, ...] | None:
+    """The checked ``--label`` values of ``sgm COMMAND``, or ``None`` once a one-line error is printed
+    (a bad label, or no paths given)."""
+    try:
+        labels = check_labels(args.label)
+    except ValueError as exc:
+        print(f"sgm {command}: {exc}", file=sys.stderr)
+        return None
+    if not args.paths:
+        print(f"sgm {command}: give files or folders to {command} (sgm {command} --help)", file=sys.stderr)
+        return None
+    return labels
 
 
 def documents(args: argparse.Namespace, labels: tuple[str, ...] = ()) -> Iterator[SourceDoc | Skipped]:
