@@ -264,14 +264,31 @@ class GenerativeTextModel:
         if isinstance(doc, Message):
             id = doc.anonymous_id() if id is None else id
             doc = self._mail_reader()(doc.raw)
+        state = self.state
+        if id is not None and type(doc) is str and not state.clock.would_rebase(ts):
+            # text with an id (the service's case): tokenized and looked up in compiled code, new terms
+            # interned in bulk; a rebase (which may release term ids) takes the general path below
+            doc_id = str(id)
+            record = state.docs.get(doc_id)
+            if record is not None:
+                if self._record_classes(record) == set(classes):
+                    return False
+                state.remove_document(doc_id)  # before interning: it may release terms of its own
+            added: list[str] = []
+            _, terms, raw = self._term_lexicon().learn_terms([doc], self.tokenizer,
+                                                             lambda new: state.intern_terms(new, added, absent=True))
+            if state.add_document(doc_id, classes, terms, raw, _ts(ts), self._training_weigher()) is None and added:
+                with state.holding_term_ids() as held:  # too old to weigh anything: its new terms leave again
+                    held.extend(added)
+            return True
         terms, raw = term_counts(doc, self.tokenizer)
         doc_id = self._anonymous_id(terms, raw) if id is None else str(id)
-        record = self.state.docs.get(doc_id)
+        record = state.docs.get(doc_id)
         if record is not None:
             if self._record_classes(record) == set(classes):
                 return False
-            self.state.remove_document(doc_id)
-        self.state.add_document(doc_id, classes, terms, raw, _ts(ts), self._training_weigher())
+            state.remove_document(doc_id)
+        state.add_document(doc_id, classes, terms, raw, _ts(ts), self._training_weigher())
         return True
 
     def learn_many(self, docs: Iterable[Document | Message], labels: Iterable[Labels],
@@ -347,10 +364,8 @@ class GenerativeTextModel:
         the terms are strings. New terms are type-checked when interned.
         """
         if docs and with_ids and all(type(doc) is str for doc in docs):
-            owner, ids, counts, new_terms = self._term_lexicon().all_terms(docs, self.tokenizer)
-            new_ids = self.state.intern_terms(new_terms, added)
-            unknown = ids < 0
-            ids[unknown] = new_ids[-ids[unknown] - 1]
+            owner, ids, counts = self._term_lexicon().learn_terms(docs, self.tokenizer,
+                                                                  lambda new: self.state.intern_terms(new, added, absent=True))
             return None, ids, counts, np.bincount(owner, minlength=len(docs))
         terms, counts, lengths = batch_term_counts(docs, self.tokenizer, check_terms=False)
         return terms, self.state.intern_terms(terms, added), counts, lengths
@@ -480,10 +495,7 @@ class GenerativeTextModel:
         kind = self.spec.weighting
         if kind is None and docs and set(map(type, docs)) == {str}:
             # Text with raw counts: only known terms matter; tokens are looked up in compiled code.
-            owner, terms, raw = self._term_lexicon().known_terms(docs, self.tokenizer)
-            seen = state.arena.length[terms] > 0  # has counts under some class
-            if not seen.all():
-                owner, terms, raw = owner[seen], terms[seen], raw[seen]
+            owner, terms, raw = self._term_lexicon().known_terms(docs, self.tokenizer, state.arena.length)  # seen terms
             return PreparedBatch(terms, raw, owner, len(docs))
         all_keys, raw, lengths = batch_term_counts(docs, self.tokenizer)
         n_docs = len(lengths)

@@ -72,6 +72,15 @@ class DecayClock:
             return int(math.floor(exponent))
         return 0
 
+    def would_rebase(self, ts: float | None) -> bool:
+        """Whether :meth:`observe` of ``ts`` would move the origin (without observing it)."""
+        if self.half_life is None:
+            return False
+        t = self.event_time(ts)
+        origin = t if self.origin is None else self.origin
+        now = t if self.now is None or t > self.now else self.now
+        return (now - origin) / self.half_life > REBASE_AFTER_HALF_LIVES
+
     def observe_all(self, stamps: list[float | None]) -> list[float]:
         """Without decay: :meth:`observe` each stamp in order and return their event times.
 

@@ -5,25 +5,9 @@ import numpy as np
 
 
 class _NameIds(dict):
-    """An :class:`Interner`'s name -> id table.
+    """An :class:`Interner`'s name -> id table (a plain dict: a missing name raises ``KeyError``)."""
 
-    While the interner is interning a batch (:meth:`Interner.ids_of`), looking
-    up a missing name adds it, so one C-level ``map`` over a batch both finds
-    and adds ids; at any other time a missing name raises ``KeyError`` as in a
-    plain dict.
-    """
-
-    __slots__ = ("owner",)
-
-    def __missing__(self, name):
-        owner = self.owner
-        new = owner.interning
-        if new is None:
-            raise KeyError(name)
-        if type(name) is not str and not isinstance(name, str):
-            raise TypeError("terms must be strings")
-        new.append(name)
-        return owner._add_absent(name)
+    __slots__ = ()
 
 
 class Interner:
@@ -38,50 +22,37 @@ class Interner:
     [1, 2, 0]
     """
 
-    __slots__ = ("ids", "names", "free", "changes", "interning")
+    __slots__ = ("ids", "names", "free", "changes", "version")
 
     def __init__(self, names: list[str | None] | None = None, free: list[int] | None = None) -> None:
         self.ids = _NameIds()
-        self.ids.owner = self
         self.names: list[str | None] = [] if names is None else names
         self.ids.update((name, i) for i, name in enumerate(self.names) if name is not None)
         self.free: list[int] = [] if free is None else free
         #: Ids added or removed, in order, once a follower (``model.lexicon.TermLexicon``) asked for them;
         #: ``None`` when nobody follows, or the log grew so long unread that rebuilding is cheaper.
         self.changes: list[int] | None = None
-        #: Names added by the :meth:`ids_of` call in progress (``None`` outside one).
-        self.interning: list[str] | None = None
+        #: Bumped by every addition or removal: a result computed at one version holds while it stays.
+        self.version = 0
 
     def ids_of(self, names: list[str], added: list[str] | None = None) -> np.ndarray:
         """Ids of ``names``, adding the new ones in first-seen order (and listing them in ``added``).
 
         All or nothing: if a new name is not a string, ``TypeError`` is raised
-        and the interner is exactly as before the call.
+        and the interner is exactly as before the call. The lookups and the
+        additions run as C-level passes over the batch (a dict lookup per name,
+        one bulk insert of the new ones), not a Python call per new name.
         """
-        before = (len(self.names), None if self.changes is None else len(self.changes))
-        self.interning = new = []
-        try:
-            ids = np.fromiter(map(self.ids.__getitem__, names), dtype=np.int64, count=len(names))
-        except BaseException:
-            self._undo(new, *before)
-            raise
-        finally:
-            self.interning = None
-        if added is not None:
-            added.extend(new)
-        return ids
-
-    def _undo(self, new: list[str], n_names: int, n_changes: int | None) -> None:
-        reused = []  # ids taken from the free list, in the order they were popped
-        for name in new:
-            index = self.ids.pop(name)
-            self.names[index] = None
-            if index < n_names:
-                reused.append(index)
-        del self.names[n_names:]
-        self.free.extend(reversed(reused))
-        if self.changes is not None and n_changes is not None:
-            del self.changes[n_changes:]
+        found = list(map(self.ids.get, names))
+        if None in found:
+            new = list(dict.fromkeys([name for name, i in zip(names, found) if i is None]))
+            if set(map(type, new)) != {str} and not all(isinstance(name, str) for name in new):
+                raise TypeError("terms must be strings")
+            self.add_new(new)
+            if added is not None:
+                added.extend(new)
+            found = list(map(self.ids.__getitem__, names))
+        return np.array(found, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -106,6 +77,7 @@ class Interner:
             index = len(self.names)
             self.names.append(name)
         self.ids[name] = index
+        self.version += 1
         if self.changes is not None:
             self._log_change(index)
         return index
@@ -116,20 +88,32 @@ class Interner:
         if len(changes) > 65536 and len(changes) > 2 * len(self.names):
             self.changes = None  # nobody has read it for long: the follower rebuilds instead
 
-    def add_new(self, new_names: list[str]) -> None:
-        """Add names known to be absent and distinct, in order (the batch form of :meth:`add`)."""
-        free = self.free
-        ids = self.ids
-        if free:
-            for name in new_names:
-                self.add(name)
-            return
-        start = len(self.names)
-        self.names.extend(new_names)
-        ids.update(zip(new_names, range(start, start + len(new_names))))
+    def add_new(self, new_names: list[str]) -> np.ndarray:
+        """Add names known to be absent and distinct, in order: as :meth:`add` one by one (freed ids first,
+        last freed first), in bulk. Returns their ids."""
+        free, names, ids = self.free, self.names, self.ids
+        reused = min(len(free), len(new_names))
+        taken = []
+        if reused:
+            taken = free[len(free) - reused:][::-1]  # the order pop() would give them
+            del free[len(free) - reused:]
+            for index, name in zip(taken, new_names):
+                names[index] = name
+        start = len(names)
+        names.extend(new_names[reused:])
+        fresh = range(start, len(names))
+        ids.update(zip(new_names, taken))
+        ids.update(zip(new_names[reused:], fresh))
+        self.version += 1
         if self.changes is not None:
-            for index in range(start, start + len(new_names)):
-                self._log_change(index)
+            self.changes.extend(taken)
+            self.changes.extend(fresh)
+            if len(self.changes) > 65536 and len(self.changes) > 2 * len(names):
+                self.changes = None  # nobody has read it for long: the follower rebuilds instead
+        given = np.empty(len(new_names), dtype=np.int64)
+        given[:reused] = taken
+        given[reused:] = np.arange(start, len(names))
+        return given
 
     def remove(self, index: int) -> None:
         name = self.names[index]
@@ -138,5 +122,6 @@ class Interner:
         del self.ids[name]
         self.names[index] = None
         self.free.append(index)
+        self.version += 1
         if self.changes is not None:
             self._log_change(index)

@@ -25,12 +25,15 @@ import numpy as np
 
 from .batch import PreparedBatch
 from .loops.scoring import accumulate_postings, dense_log_posterior
+from .loops.weights import class_terms as compiled_class_terms, posting_ratios
 from .postings import PostingCache
 from .smoothing import Smoothing, label_smoothing, log_smoothing_weight, posting_weight
 from .spec import ModelSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from .state import CountState
+
+_EMPTY = np.zeros(0)
 
 
 class ClassTerms:
@@ -74,15 +77,30 @@ class LabelModel:
         smoothing = self.smoothing
         values = smoothing.values(state)
         mu = smoothing.mu
-        mass = state.cls_mass.get(slice(0, n)) * scale
-        discount_total = smoothing.label_totals(state, mass, scale, n, values)
-        log_a = log_smoothing_weight(mass, discount_total, mu)
-        docs = state.cls_docs.get(slice(0, n))
-        active = state.cls_refs[:n] > 0
-        log_prior = np.full(n, -np.inf)
-        if active.any():
-            log_prior[active] = self.theta * (np.log(docs[active]) - np.log(state.class_docs_total.value))
-        self._class_terms = ClassTerms(state.epoch, scale, values, mu + discount_total, log_a, log_prior)
+        chain = smoothing.chain
+        if chain.forms is None:  # a method without a compiled form: numpy
+            mass = state.cls_mass.get(slice(0, n)) * scale
+            discount_total = smoothing.label_totals(state, mass, scale, n, values)
+            log_a = log_smoothing_weight(mass, discount_total, mu)
+            docs = state.cls_docs.get(slice(0, n))
+            active = state.cls_refs[:n] > 0
+            log_prior = np.full(n, -np.inf)
+            if active.any():
+                log_prior[active] = self.theta * (np.log(docs[active]) - np.log(state.class_docs_total.value))
+            self._class_terms = ClassTerms(state.epoch, scale, values, mu + discount_total, log_a, log_prior)
+            return self._class_terms
+        head, rest = _EMPTY, _EMPTY
+        if not chain.linear:
+            head = chain.head_totals(state, scale, n, values)
+            if head is None:  # no kept totals (kn under decay): the chain's pass over every entry
+                head = chain.label_totals(state, state.cls_mass.get(slice(0, n)) * scale, scale, n, values)
+            else:
+                rest = np.array(values[1:], dtype=np.float64)
+        denominator, log_a, log_prior = np.empty(n), np.empty(n), np.empty(n)
+        compiled_class_terms(n, state.cls_mass.hi, state.cls_mass.lo, state.cls_docs.hi, state.cls_docs.lo,
+                             state.cls_refs, scale, mu, self.theta, state.class_docs_total.value, head, rest,
+                             chain.forms, np.array(values, dtype=np.float64), denominator, log_a, log_prior)
+        self._class_terms = ClassTerms(state.epoch, scale, values, denominator, log_a, log_prior)
         return self._class_terms
 
     def background(self, state: "CountState", terms: np.ndarray) -> np.ndarray:
@@ -91,8 +109,31 @@ class LabelModel:
 
     def refresh(self, state: "CountState", terms: np.ndarray) -> None:
         """Recompute the posting lists of ``terms`` that an update made stale (the lazy step)."""
-        self.postings.refresh(state.arena, terms, state.epoch,
-                              lambda stale, index, lengths: self._build_postings(state, stale, index, lengths))
+        smoothing = self.smoothing
+        forms = smoothing.chain.forms
+        affine = smoothing.background.affine(state.total_mass.value, state.n_vocab) if len(terms) else None
+        if forms is None or affine is None:  # a method without a compiled form: numpy
+            self.postings.refresh(state.arena, terms, state.epoch,
+                                  lambda stale, index, lengths: self._build_postings(state, stale, index, lengths))
+            return
+        scale = state.clock.scale()
+        constant = smoothing.constant_weight
+        if constant is not None:  # mu + D(l) = a C(l) (Jelinek-Mercer: beta C(l)): no per-class pass needed
+            values, denominator, by_mass = smoothing.values(state), np.array([constant]), True
+        else:
+            derived = self.class_terms(state)
+            values, denominator, by_mass = derived.values, derived.denominator, False
+        arena, postings = state.arena, self.postings
+        postings.reserve(arena)
+        args = (terms, postings.computed_at, state.epoch, arena.start, arena.length, arena.slot, arena.cls,
+                state.ent_count.hi, state.ent_count.lo, scale, forms, np.array(values, dtype=np.float64), denominator,
+                by_mass, state.cls_mass.hi, state.cls_mass.lo, state.term_mass.hi, state.term_mass.lo, *affine,
+                postings.log_background, *postings.kept_discounts(len(state.ent_refs), tuple(values)))
+        n, stale = posting_ratios(*args, postings.ratio, postings.position)
+        if n < 0:  # the scratch is too small: grow it, then compute (nothing was changed)
+            postings.reserve_scratch(-n)
+            n, stale = posting_ratios(*args, postings.ratio, postings.position)
+        postings.store(n, stale)
 
     def _build_postings(self, state: "CountState", terms: np.ndarray, index: np.ndarray,
                         lengths: np.ndarray) -> np.ndarray:

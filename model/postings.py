@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from .loops.scoring import count_stale
+from .loops.weights import SCALAR_LOG_LIMIT, store_weights
 from .arena import TermArena
 from .arrays import grow
 
@@ -42,9 +43,17 @@ class PostingCache:
         #: (it changes with every update, like the postings, so it is cached with them).
         self.log_background = np.zeros(0)
         self.recomputed = 0
+        # per entry slot: C(l,n) - D(l,n) as of the count kept_count[s] and the discounts' numbers kept_values
+        self.kept_count = np.zeros(0)
+        self.kept_rest = np.zeros(0)
+        self.kept_values: tuple | None = None
+        self.last_values: tuple | None = None
+        # scratch of the compiled refresh: stale postings' ratios and their arena positions
+        self.ratio = np.zeros(1024)
+        self.position = np.zeros(1024, dtype=np.int64)
 
-    def refresh(self, arena: TermArena, terms: np.ndarray, epoch: int, build: WeightBuilder) -> None:
-        """Recompute the posting lists of ``terms`` that are older than ``epoch`` (the lazy step)."""
+    def reserve(self, arena: TermArena) -> None:
+        """Room for every arena position and term id."""
         if len(self.weight) < len(arena.slot):
             self.weight = grow(self.weight, len(arena.slot))
         if len(self.computed_at) < len(arena.start):
@@ -52,6 +61,50 @@ class PostingCache:
             self.computed_at = grow(self.computed_at, len(arena.start))
             self.computed_at[old:] = -1
             self.log_background = grow(self.log_background, len(arena.start))
+
+    def kept_discounts(self, entry_slots: int, values: tuple) -> tuple[bool, np.ndarray, np.ndarray]:
+        """``(keep, kept_count, kept_rest)`` for :func:`model.loops.weights.posting_ratios`.
+
+        The kept discounts hold for the numbers ``kept_values``. Numbers that
+        move with every update (a Kneser-Ney delta) would make keeping them a
+        pass over every entry slot per update: they are not kept (``keep``
+        false) until the same numbers come twice in a row, when the kept
+        values are forgotten (NaN counts) and kept anew for them.
+        """
+        last, self.last_values = self.last_values, values
+        if values != self.kept_values:
+            if values != last:
+                return False, self.kept_count, self.kept_rest
+            self.kept_count[:] = np.nan
+            self.kept_values = values
+        if len(self.kept_count) < entry_slots:
+            old = len(self.kept_count)
+            self.kept_count = grow(self.kept_count, entry_slots)
+            self.kept_count[old:] = np.nan
+            self.kept_rest = grow(self.kept_rest, entry_slots)
+        return True, self.kept_count, self.kept_rest
+
+    def reserve_scratch(self, size: int) -> None:
+        """Room for ``size`` stale postings in :attr:`ratio` / :attr:`position` (filled by the compiled
+        :func:`model.loops.weights.posting_ratios`, then :meth:`store`)."""
+        if size > len(self.ratio):
+            self.ratio = np.zeros(max(size, 2 * len(self.ratio)))
+            self.position = np.zeros(len(self.ratio), dtype=np.int64)
+
+    def store(self, n: int, lists: int) -> None:
+        """Weights ``max(log1p(ratio), 0)`` of the first ``n`` scratch postings (of ``lists`` terms), at their
+        positions."""
+        self.recomputed += lists
+        ratio = self.ratio
+        if n <= SCALAR_LOG_LIMIT:
+            store_weights(ratio, self.position, n, True, self.weight)
+        else:  # numpy's vectorized log1p: several times faster per value than a compiled scalar call
+            np.log1p(ratio[:n], out=ratio[:n])
+            store_weights(ratio, self.position, n, False, self.weight)
+
+    def refresh(self, arena: TermArena, terms: np.ndarray, epoch: int, build: WeightBuilder) -> None:
+        """Recompute the posting lists of ``terms`` that are older than ``epoch`` (the lazy step)."""
+        self.reserve(arena)
         if count_stale(self.computed_at, terms, epoch):  # compiled: the common answer is none
             stale = terms[self.computed_at[terms] != epoch]
             if len(stale) > 1:

@@ -139,6 +139,11 @@ class CountState:
         self.free_stack = np.zeros(0, dtype=np.int64)  # freed slots, reused last-freed first
         self.free_top = 0
         self.ent_used = 0  # high-water mark of slots
+        # slots changed since the last changed_entries() (the compiled entry loops note them), for
+        # caches that follow the entries incrementally (a discount's per-label totals)
+        self.journal = np.zeros(1024, dtype=np.int64)
+        self.journal_fill = 0
+        self.journal_reader: object = None
         # totals
         self.total_mass = ExactSum()
         self.total_docs = ExactSum()
@@ -203,17 +208,26 @@ class CountState:
         self.arena.release(t)
 
     # ------------------------------------------------------------- interning
-    def intern_terms(self, term_keys: list[str], added: list[str] | None = None) -> np.ndarray:
+    def intern_terms(self, term_keys: list[str], added: list[str] | None = None, absent: bool = False) -> np.ndarray:
         """Term ids of ``term_keys``, adding new terms in first-seen order (listed in ``added``).
 
         New keys must be strings (``TypeError`` otherwise, and nothing is
-        added); keys already interned are strings by construction.
+        added); keys already interned are strings by construction. With
+        ``absent`` the caller guarantees distinct strings none of which is
+        interned (the compiled lexicon's unknown tokens): they are added
+        without being looked up.
         """
-        added = [] if added is None else added
-        first_new = len(added)
-        ids = self.terms.ids_of(term_keys, added)
-        if len(added) > first_new:
-            self.term_name_bytes += sum(map(len, added[first_new:]))
+        if absent:
+            ids = self.terms.add_new(term_keys)
+            if added is not None:
+                added.extend(term_keys)
+            self.term_name_bytes += sum(map(len, term_keys))
+        else:
+            added = [] if added is None else added
+            first_new = len(added)
+            ids = self.terms.ids_of(term_keys, added)
+            if len(added) > first_new:
+                self.term_name_bytes += sum(map(len, added[first_new:]))
         cap = self.terms.capacity
         if cap > len(self.term_refs):
             self.term_mass.grow(cap)
@@ -277,10 +291,12 @@ class CountState:
         return out
 
     def _counters(self) -> np.ndarray:
-        return np.array([self.ent_used, self.free_top, self.arena.used, self.arena.garbage, self.n_vocab], dtype=np.int64)
+        return np.array([self.ent_used, self.free_top, self.arena.used, self.arena.garbage, self.n_vocab,
+                         self.journal_fill], dtype=np.int64)
 
     def _take_counters(self, counters: np.ndarray) -> None:
-        self.ent_used, self.free_top, self.arena.used, self.arena.garbage, self.n_vocab = (int(v) for v in counters)
+        (self.ent_used, self.free_top, self.arena.used, self.arena.garbage, self.n_vocab,
+         self.journal_fill) = counters.tolist()  # Python ints in one call
 
     def _grow_entries(self) -> None:
         size = max(16, 2 * len(self.ent_refs))
@@ -289,6 +305,7 @@ class CountState:
         self.ent_count.grow(size)
         self.ent_refs = grow(self.ent_refs, size)
         self.free_stack = grow(self.free_stack, size)
+        self.journal = grow(self.journal, size // 4)  # more changes than that: a pass over every entry is as cheap
 
     def _add_entries(self, terms: np.ndarray, classes: np.ndarray, values: np.ndarray) -> None:
         """Add ``values`` to the (term, class) entries in order, creating missing ones (compiled)."""
@@ -299,7 +316,8 @@ class CountState:
             status, at = add_entries(terms, classes, values, at, arena.slot, arena.cls, arena.start, arena.length,
                                      arena.capacity, self.ent_class, self.ent_term, self.ent_count.hi,
                                      self.ent_count.lo, self.ent_refs, self.free_stack, self.term_mass.hi,
-                                     self.term_mass.lo, self.cls_entries, counters, *SPILL.reserve(len(terms)))
+                                     self.term_mass.lo, self.cls_entries, counters, *SPILL.reserve(len(terms)),
+                                     self.journal)
             self.term_mass.take_spill(SPILL)
             if status == DONE:
                 break
@@ -591,7 +609,7 @@ class CountState:
                        np.tile(contrib, n_classes), arena.slot, arena.cls, arena.start, arena.length,
                        self.ent_count.hi, self.ent_count.lo, self.ent_refs, self.free_stack, self.term_mass.hi,
                        self.term_mass.lo, self.cls_entries, self.cls_mass.hi, self.cls_mass.lo, counters,
-                       *SPILL.reserve(n_classes * len(terms)))
+                       *SPILL.reserve(n_classes * len(terms)), self.journal)
         self.term_mass.take_spill(SPILL)
         self._take_counters(counters)
         # the loop zeroed terms and classes left without entries: their residuals go with them
@@ -716,6 +734,19 @@ class CountState:
             return 0.5
         value = self.n1 / (self.n1 + 2 * self.n2)
         return min(max(value, 1e-6), 1.0)
+
+    def changed_entries(self, reader: object) -> np.ndarray | None:
+        """Entry slots learning or unlearning changed since ``reader``'s last call (repeats possible).
+
+        ``None`` when the changes are not all known: more than the journal holds, or another
+        reader took them since; the reader then redoes its pass over every entry. Decay moves
+        every true value without touching a slot (see ``rebases`` and ``clock.scale()``).
+        """
+        fill, self.journal_fill = self.journal_fill, 0
+        if self.journal_reader is not reader:
+            self.journal_reader = reader
+            return None
+        return self.journal[:fill].copy() if fill <= len(self.journal) else None
 
     def active_classes(self) -> np.ndarray:
         """Ids of classes with at least one live document (ascending)."""

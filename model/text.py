@@ -27,6 +27,12 @@ _SEPARATORS.update({ord("'"): None, ord("’"): None})
 # compiled tokenizer of model.lexicon classifies bytes by the same table.
 ASCII_SEPARATORS = bytes(32 if chr(b) in string.punctuation else b for b in range(256))
 ASCII_DELETED = b"'"
+#: Characters outside ASCII that ``str.split()`` splits on (``chr(c).isspace()``; tests/test_text.py checks).
+UNICODE_SPACES = "\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+#: For the compiled tokenizer (:mod:`model.lexicon`) of non-ASCII text: the separators and deletions above,
+#: and every non-ASCII space made an ASCII one, so that what remains splits on ASCII whitespace alone.
+SPLIT_READY = dict(_SEPARATORS)
+SPLIT_READY.update({ord(c): " " for c in UNICODE_SPACES})
 
 
 @dataclass(frozen=True)

@@ -168,3 +168,54 @@ def test_scoring_caches_are_counted():
     before = model.cache_bytes()
     model.predict_log_proba_many(["w1 w2 shared", "w400"])
     assert model.cache_bytes() > before + 500 * 8  # at least a hash slot per term
+
+
+@settings(deadline=None)  # the first call compiles the kernels
+@given(st.lists(st.tuples(ascii_heavy, st.sampled_from("pq"), st.sampled_from(["score", "add", "drop", "none"])),
+                min_size=1, max_size=8))
+def test_scoring_then_learning_the_same_text_reuses_nothing_stale(steps):
+    """Score a text, then learn that same object (its tokenization is reused), possibly with the vocabulary
+    moved in between (another text learned, or the previous one unlearned, freeing term ids: nothing may be
+    reused then): the model equals one that only learns."""
+    from sgm.model import MNB
+
+    spec = dict(spec="uc_pd_jm_dp", beta=0.3, mu=5.0, delta=0.5)
+    scored, plain = MNB(**spec, tokenizer=Tokenizer(ngrams=2)), MNB(**spec, tokenizer=Tokenizer(ngrams=2))
+    for i, (text, label, between) in enumerate(steps):
+        if len(scored) and between != "none":
+            scored.predict_proba_one(text)
+        for model in (scored, plain):
+            if between == "add":
+                model.learn_one(f"{text} other{i} {text[::-1]}", "q", id=f"o{i}")
+            elif between == "drop":
+                model.unlearn_one(None, id=str(i - 1))
+            model.learn_one(text, label, id=str(i))
+    probe = [text for text, _, _ in steps] + ["a b c é x"]
+    if len(plain):
+        _, from_scored = scored.predict_log_proba_many(probe)
+        _, from_plain = plain.predict_log_proba_many(probe)
+        np.testing.assert_array_equal(from_scored, from_plain)
+    assert scored.state.terms.ids == plain.state.terms.ids
+
+
+unicode_heavy = st.text(alphabet=st.sampled_from(
+    list("ab Z1'.-\t") + ["é", "ß", "İ", "Σ", "😀", "\ud800", "\x85", "\xa0", "\u2003", "\u3000", "\u2028", "’", "“",
+                          "—", "…", "·", "¿", "ǅ", "\u0301", "\U0001d400"]), max_size=60)
+
+
+@settings(deadline=None)  # the first call compiles the kernels
+@given(st.lists(unicode_heavy, min_size=1, max_size=4), st.integers(1, 2), st.integers(1, 4), st.booleans())
+def test_compiled_tokenizer_classifies_unicode_like_the_python_path(texts, ngrams, max_len, lowercase):
+    """Every token, known or new, of non-ASCII text (separators, spaces, apostrophes of 2 and 3 bytes in
+    UTF-8, characters of 4, lone surrogates) as ``Counter(tokenizer.tokens(text))`` lists them."""
+    from sgm.model.lexicon import TermLexicon
+    from sgm.model.interner import Interner
+
+    tokenizer = Tokenizer(ngrams=ngrams, max_token_length=max_len, lowercase=lowercase)
+    vocabulary = Interner()
+    for term in ["a", "é", "ab", "a b", "😀"]:
+        vocabulary.add(term)
+    owner, terms, counts, new = TermLexicon(vocabulary).all_terms(texts, tokenizer)
+    names = [vocabulary.names[t] if t >= 0 else new[-t - 1] for t in terms.tolist()]
+    expected = [(d, t, float(c)) for d, text in enumerate(texts) for t, c in Counter(tokenizer.tokens(text)).items()]
+    assert list(zip(owner.tolist(), names, counts.tolist())) == expected

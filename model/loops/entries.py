@@ -13,7 +13,17 @@ from .sums import exact_add, two_sum
 # Status codes of the entry loops: done, or which array needs to grow before resuming.
 DONE, NEED_ENTRIES, NEED_ARENA = 0, 1, 2
 # Slots of the counters array shared with CountState.
-ENT_USED, FREE_TOP, ARENA_USED, ARENA_GARBAGE, VOCABULARY = 0, 1, 2, 3, 4
+ENT_USED, FREE_TOP, ARENA_USED, ARENA_GARBAGE, VOCABULARY, JOURNAL_FILL = 0, 1, 2, 3, 4, 5
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _journal(journal, counters, s):  # pragma: no cover - compiled
+    """Note that entry slot ``s`` changed. Past the journal's capacity only the count grows: the
+    reader then knows it missed some (it redoes its pass over every entry)."""
+    fill = counters[JOURNAL_FILL]
+    if fill < journal.shape[0]:
+        journal[fill] = s
+    counters[JOURNAL_FILL] = fill + 1
 
 
 @njit(cache=True, nogil=True)
@@ -63,7 +73,7 @@ def add_entries(pair_terms, pair_classes, pair_values, first,
                 arena_slot, arena_cls, term_start, term_length, term_capacity,
                 ent_class, ent_term, ent_hi, ent_lo, ent_refs, free_stack,
                 term_hi, term_lo, cls_entries, counters, spill_index, spill_value,
-                spill_count):  # pragma: no cover - compiled
+                spill_count, journal):  # pragma: no cover - compiled
     """Add ``pair_values[i]`` to entry (term, class) for i = first.. in order, creating missing entries.
 
     An entry is found by binary search in its term's region of the arena (kept
@@ -71,7 +81,7 @@ def add_entries(pair_terms, pair_classes, pair_values, first,
     the next unused one and is inserted in order; a full region moves to the
     end of the arena with twice the capacity. Returns ``(status, i)``: DONE, or
     which array must grow before calling again from pair ``i`` (nothing of
-    pair ``i`` has been applied then).
+    pair ``i`` has been applied then). Every slot changed is noted in ``journal``.
     """
     for i in range(first, pair_terms.shape[0]):
         t = pair_terms[i]
@@ -121,6 +131,7 @@ def add_entries(pair_terms, pair_classes, pair_values, first,
         two_sum(ent_hi, ent_lo, s, x)
         ent_refs[s] += 1
         exact_add(term_hi, term_lo, t, x, spill_index, spill_value, spill_count)
+        _journal(journal, counters, s)
     return DONE, pair_terms.shape[0]
 
 
@@ -129,13 +140,13 @@ def remove_entries(pair_terms, pair_classes, pair_values,
                    arena_slot, arena_cls, term_start, term_length,
                    ent_hi, ent_lo, ent_refs, free_stack,
                    term_hi, term_lo, cls_entries, cls_hi, cls_lo, counters, spill_index, spill_value,
-                   spill_count):  # pragma: no cover - compiled
+                   spill_count, journal):  # pragma: no cover - compiled
     """Subtract what :func:`add_entries` added; an entry whose last document leaves is freed.
 
     A freed entry, a term without entries and a class without entries are
     reset to exactly zero, so round-off can never keep them alive (the caller
     drops the residuals of such terms and classes). The term mass is exact and
-    needs no clamping.
+    needs no clamping. Every slot changed is noted in ``journal``.
     """
     for i in range(pair_terms.shape[0]):
         t = pair_terms[i]
@@ -145,6 +156,7 @@ def remove_entries(pair_terms, pair_classes, pair_values,
         length = term_length[t]
         at = _find(arena_cls, start, length, c)
         s = arena_slot[start + at]
+        _journal(journal, counters, s)
         two_sum(ent_hi, ent_lo, s, x)
         if ent_hi[s] + ent_lo[s] < 0.0:
             ent_hi[s] = 0.0

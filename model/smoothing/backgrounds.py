@@ -24,6 +24,9 @@ class Uniform(Background):
     def probability(self, term_mass: np.ndarray, total_mass: float, vocabulary: int) -> np.ndarray:
         return np.full(len(term_mass), 1.0 / vocabulary)
 
+    def affine(self, total_mass: float, vocabulary: int) -> tuple[float, float]:
+        return 0.0, 1.0 / vocabulary
+
 
 class Collection(Background):
     """``p_b(n) = C(n) / C``.
@@ -37,6 +40,9 @@ class Collection(Background):
 
     def probability(self, term_mass: np.ndarray, total_mass: float, vocabulary: int) -> np.ndarray:
         return term_mass / total_mass
+
+    def affine(self, total_mass: float, vocabulary: int) -> tuple[float, float]:
+        return 1.0 / total_mass, 0.0
 
 
 class UniformCollection(Background):
@@ -56,3 +62,6 @@ class UniformCollection(Background):
 
     def probability(self, term_mass: np.ndarray, total_mass: float, vocabulary: int) -> np.ndarray:
         return (1.0 - self.ups) * (term_mass / total_mass) + self.ups / vocabulary
+
+    def affine(self, total_mass: float, vocabulary: int) -> tuple[float, float]:
+        return (1.0 - self.ups) / total_mass, self.ups / vocabulary

@@ -42,6 +42,9 @@ class DiscountChain:
         #: ``D(l) = D(C(l))``: the per-label totals follow from the label masses
         self.linear = all(d.linear for d in self.discounts)
         self.follows_counts = any(d.follows_counts for d in self.discounts)
+        #: each step's formula code for the compiled loops (:mod:`model.loops.weights`); ``None``: numpy only
+        self.forms = (np.array([d.form for d in self.discounts], dtype=np.int64)
+                      if all(d.form is not None for d in self.discounts) else None)
 
     def values(self, state: "CountState | None") -> tuple[float, ...]:
         """The numbers in force, one per discount (``state`` is read only by ``"kn"`` settings)."""
@@ -58,10 +61,26 @@ class DiscountChain:
 
     def label_totals(self, state: "CountState", label_mass: np.ndarray, scale: float, n: int,
                      values: Sequence[float]) -> np.ndarray:
-        """``D(l)`` for class ids below ``n``; ``label_mass`` is ``C(l)`` in true units."""
+        """``D(l)`` for class ids below ``n``; ``label_mass`` is ``C(l)`` in true units.
+
+        A count discount followed by linear ones (pd then jm): the count discount's own totals
+        ``D_1(l)``, then each linear step takes its share of what is left, ``C(l) - D_1(l)``.
+        """
         if self.linear:
             return self.discount(label_mass, values)
-        return self.discounts[0].label_totals(state, scale, n, values, self)
+        total = self.head_totals(state, scale, n, values)
+        if total is None:
+            return self.discounts[0].label_totals(state, scale, n, values, self)
+        for step, value in zip(self.discounts[1:], values[1:]):
+            total = total + step.discount(label_mass - total, value)
+        return total
+
+    def head_totals(self, state: "CountState", scale: float, n: int, values: Sequence[float]) -> np.ndarray | None:
+        """A non-linear chain's first discount's totals ``D_1(l)`` when the rest is linear and the first keeps
+        them (:meth:`Discount.head_totals`); ``None`` otherwise (then :meth:`label_totals` makes the pass)."""
+        if self.linear or not all(d.linear for d in self.discounts[1:]):
+            return None
+        return self.discounts[0].head_totals(state, scale, n, values[0])
 
     def cache_arrays(self) -> list[np.ndarray]:
         return [array for d in self.discounts for array in d.cache_arrays()]

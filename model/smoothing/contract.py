@@ -64,6 +64,8 @@ class Discount(Method):
     slot = "discount"
     #: ``D(x) = D(1) * x``: per-label totals follow from the label masses, no pass over entries
     linear: ClassVar[bool] = False
+    #: the formula's code for the compiled loops (:mod:`model.loops.weights`); ``None``: numpy only
+    form: ClassVar[int | None] = None
 
     def __init__(self, setting: Any) -> None:
         self.setting = setting
@@ -81,12 +83,18 @@ class Discount(Method):
         """``D(x)`` for each count (true units)."""
         raise NotImplementedError
 
+    def head_totals(self, state: "CountState", scale: float, n: int, value: float) -> np.ndarray | None:
+        """``sum_n D(C(l, n))`` of this discount alone for class ids below ``n``, kept up to date from the
+        entries each update touched (:mod:`model.smoothing.totals`); ``None``: no faster way than the pass."""
+        return None
+
     def label_totals(self, state: "CountState", scale: float, n: int, values: Sequence[float],
                      chain: "Chain") -> np.ndarray:
         """``D(l) = sum_n D(C(l, n))`` of the whole chain, for class ids below ``n``: one pass over every entry.
 
-        Called on the chain's first discount when it is not linear; ``values``
-        are the chain's numbers in force (one per discount, in chain order).
+        Called on the chain's first discount when it is not linear and has no
+        :meth:`head_totals`; ``values`` are the chain's numbers in force (one
+        per discount, in chain order).
         """
         used = state.ent_used
         counts = state.ent_count.get(slice(0, used)) * scale
@@ -126,3 +134,8 @@ class Background(Method):
     def probability(self, term_mass: np.ndarray, total_mass: float, vocabulary: int) -> np.ndarray:
         """``p_b(n)`` for terms with collection masses ``term_mass`` (any units: only ratios are used)."""
         raise NotImplementedError
+
+    def affine(self, total_mass: float, vocabulary: int) -> tuple[float, float] | None:
+        """``(a, b)`` with ``p_b(n) = a C(n) + b`` (masses as for :meth:`probability`), for the compiled
+        loops; ``None``: not of that form (numpy only)."""
+        return None

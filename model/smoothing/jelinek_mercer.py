@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..params import ParamInfo
+from ..loops.weights import LINEAR
 from .contract import Discount
 
 
@@ -19,6 +20,7 @@ class JelinekMercer(Discount):
     slot = "linear discount"
     order = 1
     linear = True
+    form = LINEAR
     params = (ParamInfo("beta", 0.0, 1.0, 0.5, True, "Jelinek-Mercer discount fraction (jm)", 0.01, 1.0),)
     kernel_params = (ParamInfo("kbeta", 0.0, 1.0, 0.5, True, "TDM kernel Jelinek-Mercer fraction (kjm)", 0.01, 1.0),)
 
