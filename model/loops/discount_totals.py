@@ -56,12 +56,8 @@ def _heap_push(key, slot, size, k, s):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _heap_pop(key, slot, size):  # pragma: no cover - compiled
-    """Remove the root of a heap of ``size`` items; returns the new size."""
-    size -= 1
-    k = key[size]
-    s = slot[size]
-    at = 0
+def _sift_down(key, slot, at, k, s, size):  # pragma: no cover - compiled
+    """Place the item ``(k, s)`` at ``at`` or below it in a min-heap of ``size`` items."""
     while True:
         child = 2 * at + 1
         if child >= size:
@@ -73,9 +69,16 @@ def _heap_pop(key, slot, size):  # pragma: no cover - compiled
         key[at] = key[child]
         slot[at] = slot[child]
         at = child
+    key[at] = k
+    slot[at] = s
+
+
+@njit(cache=True, nogil=True)
+def _heap_pop(key, slot, size):  # pragma: no cover - compiled
+    """Remove the root of a heap of ``size`` items; returns the new size."""
+    size -= 1
     if size > 0:
-        key[at] = k
-        slot[at] = s
+        _sift_down(key, slot, 0, key[size], slot[size], size)
     return size
 
 
@@ -113,22 +116,7 @@ def split_rebuild(used, ent_class, ent_refs, ent_hi, ent_lo, kind, delta, cstar,
             two_sum(low_hi, low_lo, klass, c)
     # heapify (sift down from the last parent)
     for root in range(size // 2 - 1, -1, -1):
-        k = heap_key[root]
-        s = heap_slot[root]
-        at = root
-        while True:
-            child = 2 * at + 1
-            if child >= size:
-                break
-            if child + 1 < size and heap_key[child + 1] < heap_key[child]:
-                child += 1
-            if heap_key[child] >= k:
-                break
-            heap_key[at] = heap_key[child]
-            heap_slot[at] = heap_slot[child]
-            at = child
-        heap_key[at] = k
-        heap_slot[at] = s
+        _sift_down(heap_key, heap_slot, root, heap_key[root], heap_slot[root], size)
     meta[HEAP_SIZE] = size
     meta[HIGH_COUNT] = high
 
