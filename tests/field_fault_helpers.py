@@ -16,8 +16,9 @@ from typing import Callable
 import confluent_kafka as ck
 
 from sgm.consumers.config import ServiceConfig
-from sgm.stream.kafka import TopicPartition
 from sgm.stream.records import TrainRecord, encode_train, parse_dead_letter, parse_output
+from sgm.consumers.chaos.processes import json_log_lines as log_lines
+from tests.service_helpers import read_topic
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,25 +83,12 @@ def sample(service, name: str, labels: dict | None = None) -> float:
     return 0.0 if value is None else value
 
 
-def read_all(client, topic: str, *, until: Callable[[list], bool] = lambda r: False, timeout: float = 5.0) -> list:
-    """Records of every partition of ``topic`` from the start, until ``until`` holds or ``timeout`` passes."""
-    consumer = client.consumer(None)
-    consumer.assign([TopicPartition(topic, p) for p in consumer.partitions_for(topic)])
-    records: list = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not until(records):
-        records.extend(consumer.poll(5000, 0.2))
-    consumer.close()
-    return records
-
-
 def dead_letters(client, topic: str, count: int, timeout: float = 20.0) -> list:
-    return [parse_dead_letter(r.value) for r in read_all(client, topic, until=lambda r: len(r) >= count,
-                                                          timeout=timeout)]
+    return [parse_dead_letter(r.value) for r in read_topic(client, topic, lambda r: len(r) >= count, timeout)]
 
 
 def outputs(client, topic: str, count: int, timeout: float = 30.0) -> list:
-    return [parse_output(r.value) for r in read_all(client, topic, until=lambda r: len(r) >= count, timeout=timeout)]
+    return [parse_output(r.value) for r in read_topic(client, topic, lambda r: len(r) >= count, timeout)]
 
 
 def ready_status(port: int) -> int:
@@ -126,18 +114,6 @@ def serve_args(cfg: ServiceConfig, *extra: str) -> list[str]:
             "--state-dir", cfg.state_dir, "--model", cfg.model, "--metrics-address", "127.0.0.1:0",
             "--score-partitions", str(cfg.score_partitions), "--poll-timeout", "0.05"]
     return args + list(extra)
-
-
-def log_lines(path: Path) -> list[dict]:
-    out = []
-    for raw in path.read_bytes().splitlines():
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(line, dict):
-            out.append(line)
-    return out
 
 
 def metrics_port(path: Path, timeout: float = 60.0) -> int:

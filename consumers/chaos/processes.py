@@ -28,6 +28,20 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the child between f
         pass
 
 
+
+def json_log_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines log file; lines that are not one (a traceback, plain text) are left out."""
+    out = []
+    with open(path, "rb") as handle:
+        for raw in handle:
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(line, dict):
+                out.append(line)
+    return out
+
 class Supervised:
     """One ``sgm serve`` process under the campaign's control.
 
@@ -103,16 +117,7 @@ class Supervised:
                 return None
 
     def log_lines(self) -> list[dict[str, Any]]:
-        out = []
-        with open(self.log_path, "rb") as handle:
-            for raw in handle:
-                try:
-                    line = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(line, dict):
-                    out.append(line)
-        return out
+        return json_log_lines(self.log_path)
 
     def log_tail(self, size: int = 2000) -> str:
         with open(self.log_path, "rb") as handle:
