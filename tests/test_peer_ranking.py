@@ -1,0 +1,44 @@
+"""The online peers rank spam by unsaturated log-odds, as ours does (docs/EVALUATION.md, "Two-label data"):
+River by its joint log-likelihoods, VW by its raw margin; a probability of exactly 1.0 would tie."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench import peers
+from sgm.consumers.evaluation.harness import MAX_LOG_ODDS, Outcomes
+
+TARGETS = peers.Targets([("ham",), ("spam",)], powerset=False)
+SPAM = {"cheap": 1, "pills": 1, "buy": 1, "now": 1}
+HAM = {"meeting": 1, "monday": 1, "agenda": 1, "notes": 1}
+
+
+def long_spam(repeat: int) -> dict[str, float]:
+    return {term: count * repeat for term, count in SPAM.items()}
+
+
+def trained(name: str, setting: dict) -> peers.OnlinePeer:
+    peer = peers.OnlinePeer(name, setting, TARGETS, "spam")
+    for _ in range(20):
+        peer.learn(SPAM, ("spam",))
+        peer.learn(HAM, ("ham",))
+    return peer
+
+
+@pytest.mark.parametrize("name, setting", [("river_mnb", {"alpha": 1.0}), ("vw_logistic_bigrams", {"l": 0.5})])
+def test_confident_spams_keep_their_order(name, setting):
+    if name.startswith("vw") and not peers.vw_available():
+        pytest.skip("vowpalwabbit does not import")  # the optional '.[vw]' extra
+    peer = trained(name, setting)
+    outcomes = Outcomes()
+    for repeat in (50, 100):  # long messages: the spam posterior rounds to 1.0
+        peer.record(outcomes, long_spam(repeat), ("spam",), None)
+    if name == "river_mnb":
+        assert outcomes.p_positive == [1.0, 1.0]  # saturated: logit(p) would tie them
+    odds = outcomes.positive_odds
+    assert all(math.isfinite(o) and abs(o) < MAX_LOG_ODDS for o in odds)
+    assert 0 < odds[0] < odds[1]
+    # the probability the accuracy and log loss read agrees with the log-odds
+    p = 1 / (1 + math.exp(-min(odds[0], 700)))
+    assert outcomes.p_positive[0] == pytest.approx(p, abs=1e-9)
