@@ -42,3 +42,10 @@ def test_confident_spams_keep_their_order(name, setting):
     # the probability the accuracy and log loss read agrees with the log-odds
     p = 1 / (1 + math.exp(-min(odds[0], 700)))
     assert outcomes.p_positive[0] == pytest.approx(p, abs=1e-9)
+
+
+def test_river_log_odds_are_the_logit_of_its_posterior_where_that_is_not_saturated():
+    peer = trained("river_mnb", {"alpha": 1.0})
+    probs, odds = peer.score({"cheap": 1, "pills": 1, "meeting": 1, "unseen": 2})
+    assert 0 < probs["spam"] < 1
+    assert odds == pytest.approx(math.log(probs["spam"]) - math.log(probs["ham"]), abs=1e-9)
