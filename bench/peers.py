@@ -9,7 +9,8 @@ One command per dataset::
 
 Every peer sees the documents as our :class:`model.text.Tokenizer` counts
 them (``vw_logistic_bigrams``: with ``ngrams=2``). Hyper-parameters are chosen
-on the same development data ``sgm tune`` uses (split mode: a seeded
+(by dev accuracy, or the ``--objective`` given, as ``sgm tune``'s; docs/RESULTS.md's spam
+streams: ``roc_auc``) on the same development data ``sgm tune`` uses (split mode: a seeded
 ``dev_fraction`` of the training documents; prequential: the first
 ``dev_fraction`` of the stream), then the chosen setting is refit on the
 whole training side (or run over the whole stream) and scored.
@@ -32,6 +33,10 @@ For scikit-learn's naive Bayes the accuracy of *every* alpha on the test
 set is kept too (``test_by_setting``), to set the dev-chosen figure beside
 the best-on-test one that published tables often quote (r8 0.9603, r52
 0.9065 for MultinomialNB).
+
+Two-label data: ROC measures rank by the positive label's log-odds, as ours: VW logistic's raw
+margin (unclipped: VW clips at +-50 by default), River's joint log-likelihoods; the logit of the
+probability for VW ``--oaa``.
 
 Label sets (multi-label data): the naive Bayes peers, River and VW use one
 class per label set (label powerset, as our model); LinearSVC and logistic
