@@ -509,7 +509,9 @@ def stream_summary(results: list[dict]) -> list[str]:
              "messages do not tie at p = 1.0. \"dev\" = the first part of the stream, where every choice is made: "
              "each candidate of ours is tuned for dev ROC AUC and ours is the candidate with the best dev 1-ROCA; "
              "each peer's learning rate / alpha is chosen the same way. RER = 1 − ours / peer on 1-ROCA% (the share "
-             "of the peer's ranking errors ours removes; negative: ours makes more).", "",
+             "of the peer's ranking errors ours removes; negative: ours makes more). Accuracy is the arg-max decision of "
+             "a model tuned for ranking (a filter reads its log-odds against a threshold instead: `--preset spam`, "
+             "docs/EVALUATION.md).", "",
              "| stream | ours (dev-chosen) | dev 1-ROCA% | accuracy | 1-ROCA% | VW logistic bigrams dev 1-ROCA% | "
              "1-ROCA% | RER vs VW | River MNB dev 1-ROCA% | 1-ROCA% | RER vs River |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
