@@ -49,3 +49,23 @@ def test_river_log_odds_are_the_logit_of_its_posterior_where_that_is_not_saturat
     probs, odds = peer.score({"cheap": 1, "pills": 1, "meeting": 1, "unseen": 2})
     assert 0 < probs["spam"] < 1
     assert odds == pytest.approx(math.log(probs["spam"]) - math.log(probs["ham"]), abs=1e-9)
+
+
+@pytest.mark.parametrize("objective", ["accuracy", "roc_auc"])
+def test_prequential_peers_choose_by_the_objective_and_keep_the_dev_measures(objective):
+    import random
+
+    from sgm.consumers.evaluation.harness import EvalSetup
+    from sgm.stream.datasets import LabelledDoc
+
+    rng = random.Random(3)
+    words = {"spam": ["cheap", "pills", "buy", "now", "win"], "ham": ["meeting", "monday", "agenda", "notes", "win"]}
+    docs = []
+    for i in range(160):
+        label = "spam" if rng.random() < 0.4 else "ham"
+        own = words[label] if rng.random() < 0.85 else words["ham" if label == "spam" else "spam"]
+        docs.append(LabelledDoc(f"d{i}", " ".join(rng.choices(own, k=6)), (label,), float(i), None))
+    (row,) = peers.run_prequential(docs, EvalSetup(mode="prequential"), ["river_mnb"], objective=objective)
+    assert row["objective"] == objective and row["setting"]["alpha"] in peers.NB_ALPHAS
+    assert row["dev"] == row["dev_measures"][objective]  # the chosen setting's dev score, by that measure
+    assert row["dev_measures"]["one_minus_roca_pct"] == pytest.approx(100 * (1 - row["dev_measures"]["roc_auc"]))
