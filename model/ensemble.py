@@ -154,7 +154,7 @@ class Ensemble:
 
     def model_config(self) -> dict[str, Any]:
         """The configuration :func:`model.factory.build_model` rebuilds an empty ensemble from."""
-        return {"model": "ensemble", "bases": [model_config(b) for b in self.bases],
+        return {"model": "ensemble", "params": {}, "bases": [model_config(b) for b in self.bases],
                 "weights": self.weights.tolist(), "bias": dict(self.bias), "meta": self.meta, "floor": self.floor}
 
     @classmethod
