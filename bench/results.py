@@ -315,6 +315,8 @@ def dataset_section(result: dict) -> list[str]:
     for ours in sorted(result["ours"], key=lambda o: -(dev_of(o) or 0.0)):
         report = ours["tuned"]
         params = ", ".join(f"{k}={v:.3g}" for k, v in sorted(report["config"]["params"].items()))
+        if ours["candidate"].bases:  # an ensemble: its pool, as chosen on dev
+            params = "pool: " + ", ".join(f"{k}={ours['summary']['chosen'][k]}" for k in ("meta", "bias", "reg"))
         mark = " ✓" if ours is best and len(result["ours"]) > 1 else ""
         cells = [f"**sgm {ours['candidate'].label}**{mark}", params, fmt(dev_of(ours)), fmt(report[measure]),
                  fmt(report["macro_f1"]), fmt(report["log_loss"], 3)]
