@@ -316,7 +316,7 @@ def dataset_section(result: dict) -> list[str]:
         report = ours["tuned"]
         params = ", ".join(f"{k}={v:.3g}" for k, v in sorted(report["config"]["params"].items()))
         if ours["candidate"].bases:  # an ensemble: its pool, as chosen on dev
-            params = "pool: " + ", ".join(f"{k}={ours['summary']['chosen'][k]}" for k in ("meta", "bias", "reg"))
+            params = pool_choice(ours["summary"]["chosen"], ours["candidate"])
         mark = " ✓" if ours is best and len(result["ours"]) > 1 else ""
         cells = [f"**sgm {ours['candidate'].label}**{mark}", params, fmt(dev_of(ours)), fmt(report[measure]),
                  fmt(report["macro_f1"]), fmt(report["log_loss"], 3)]
@@ -474,6 +474,13 @@ def peer_summary(results: list[dict]) -> list[str]:
     return lines
 
 
+def pool_choice(chosen: dict, candidate: Candidate) -> str:
+    """The pool variant ``sgm ensemble`` chose on dev (a single base, or meta-features / bias / L2 weight)."""
+    if chosen.get("base") is not None:
+        return f"`{candidate.bases[chosen['base']]}` alone"
+    return f"pool: meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}"
+
+
 def ensemble_summary(results: list[dict]) -> list[str]:
     """Issue 19: the dev-fitted ensemble against the dev-chosen single model (today's best) and every tuned
     peer, with what each costs in the same run (must-show 3)."""
@@ -497,7 +504,7 @@ def ensemble_summary(results: list[dict]) -> list[str]:
         peers = {r["peer"]: r for r in result["peers"] if "skipped" not in r}
         chosen = ens["summary"]["chosen"]
         cells = [result["entry"].data, ", ".join(f"`{b}`" for b in ens["candidate"].bases),
-                 f"meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}", fmt(dev_of(ens)),
+                 pool_choice(chosen, ens["candidate"]), fmt(dev_of(ens)),
                  fmt(ens["tuned"][measure]), single["candidate"].label, fmt(dev_of(single)),
                  fmt(single["tuned"][measure])]
         for key, _ in names:

@@ -59,9 +59,11 @@ def run(args: argparse.Namespace) -> int:
     summary["data"] = str(args.data)
     Path(args.out).write_text(json.dumps(summary["tuned_config"], indent=2, sort_keys=True) + "\n", encoding="utf-8")
     chosen = summary["chosen"]
+    how = (f"base {chosen['base']} alone" if "base" in chosen else
+           f"meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}")
     print(f"dev {summary['objective']}: best base {summary['dev_default']:.6f}, equal weights "
-          f"{summary['dev_uniform']:.6f} -> fitted pool {summary['dev_tuned']:.6f} (meta={chosen['meta']}, "
-          f"bias={chosen['bias']}, reg={chosen['reg']:g}; {summary['search_seconds']:.1f}s); written to {args.out}")
+          f"{summary['dev_uniform']:.6f} -> fitted pool {summary['dev_tuned']:.6f} ({how}; "
+          f"{summary['search_seconds']:.1f}s); written to {args.out}")
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return 0

@@ -9,7 +9,9 @@ is read, split as ``sgm tune`` splits it (a seeded ``dev_fraction`` of it is dev
    maximum likelihood, L2-regularized towards equal weights: convex (multinomial logistic regression
    over the bases' floored log posteriors times the meta-features), solved by L-BFGS;
 3. the pool's variant (meta-features or not, biases or not, the regularization) is chosen by
-   cross-validation over the same out-of-fold posteriors (dev-train only);
+   cross-validation over the same out-of-fold posteriors (dev-train only); a single base (weight 1, the others
+   0) is a variant too, scored by its out-of-fold posteriors, so the pool is kept only where it beats every base
+   there;
 4. the dev score: every base fitted on the whole of dev-train scores dev-test, and the chosen pool
    combines them. These are the very fits and documents behind each base's ``sgm tune`` dev score, so
    the ensemble's dev score and the single candidates' compare like with like.
@@ -182,12 +184,21 @@ def fit_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, Any]], setu
         oof[:, part_held] = runs.log_posteriors([fit_index[i] for i in part_fit], [fit_index[i] for i in part_held])
     oof_lengths = lengths_of([runs.read[i] for i in fit_index])
     variants = []
+    for j in range(len(configs)):  # each base alone: its out-of-fold score, nothing fitted
+        value = score_of(oof[j], classes, dev_train, objective)
+        variants.append({"meta": False, "bias": False, "reg": None, "base": j, "cv": value})
+        say(f"  base {j} alone: out-of-fold {objective} {value:.4f}")
     for variant in VARIANTS:
         value = cross_validated(oof, oof_lengths, truth, classes, dev_train, objective, variant)
         variants.append({"meta": variant[0], "bias": variant[1], "reg": variant[2], "cv": value})
         say(f"  pool meta={variant[0]} bias={variant[1]} reg={variant[2]:g}: cross-validated {objective} {value:.4f}")
-    chosen = max(variants, key=lambda v: v["cv"])  # the first of ties: VARIANTS lists the simplest first
-    fitted = fit_pool(oof, oof_lengths, truth, chosen["meta"], chosen["bias"], chosen["reg"])
+    chosen = max(variants, key=lambda v: v["cv"])  # the first of ties: single bases, then the simplest pools
+    if "base" in chosen:
+        weights = np.zeros((len(configs), 1))
+        weights[chosen["base"], 0] = 1.0
+        fitted = Pool(False, weights, np.zeros(len(classes)))
+    else:
+        fitted = fit_pool(oof, oof_lengths, truth, chosen["meta"], chosen["bias"], chosen["reg"])
 
     say(f"dev score: bases fitted on dev-train score dev-test ({len(held_index)} documents)")
     dev_test = [train[i] for i in held_index]
@@ -213,7 +224,7 @@ def fit_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, Any]], setu
         "dev_uniform": uniform_score,
         "dev_default": max(base_scores),  # the best single base: what the pool starts from
         "dev_tuned": dev_score,
-        "evaluations": len(VARIANTS),
+        "evaluations": len(variants),
         "search_seconds": round(time.perf_counter() - started, 1),
         "learn_seconds": round(runs.learn_seconds, 1),
         "score_seconds": round(runs.score_seconds, 1),
