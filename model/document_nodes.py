@@ -71,6 +71,7 @@ class DocumentNodes:
         self.node_length = np.zeros(0)
         self.node_discount = np.zeros(0)
         self.node_log_a = np.zeros(0)
+        self.node_log_pi = np.zeros(0)  # log of the node's mixture weight in its label (kept by group_table)
         self.node_alive = np.zeros(0, dtype=bool)
         self.node_doc: list[str | None] = []
         self.n_nodes = 0  # high-water mark of node ids
@@ -103,7 +104,7 @@ class DocumentNodes:
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []
         self.weights_recomputed = 0
         self.counters = np.zeros(7, dtype=np.int64)  # what scoring read and skipped (model.loops.mixture.COUNTERS)
-        self._scratch = (np.zeros(0), np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.int32), np.zeros(0))
+        self._scratch = (np.zeros(0), np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.int32))
         self.compactions = 0
         self.missing_lengths = False  # restored without extra_state(): unusable until it is given
 
@@ -148,7 +149,7 @@ class DocumentNodes:
     def _reserve_nodes(self, count: int) -> None:
         size = self.n_nodes + count
         if size > len(self.node_class):
-            for name in ("node_class", "node_factor", "node_length", "node_discount", "node_log_a", "node_alive"):
+            for name in ("node_class", "node_factor", "node_length", "node_discount", "node_log_a", "node_log_pi", "node_alive"):
                 setattr(self, name, grow(getattr(self, name), size))
 
     def _reserve_terms(self, size: int) -> None:
@@ -341,7 +342,7 @@ class DocumentNodes:
         for term in np.flatnonzero(self.post_fill).tolist():
             fill = int(self.post_fill[term])
             self.post_node[term][:fill] = renumber[self.post_node[term][:fill]]
-        for name in ("node_class", "node_factor", "node_length", "node_discount", "node_log_a", "node_alive"):
+        for name in ("node_class", "node_factor", "node_length", "node_discount", "node_log_a", "node_log_pi", "node_alive"):
             array = getattr(self, name)
             moved = np.zeros_like(array)
             moved[: len(live)] = array[live]
@@ -420,12 +421,11 @@ class DocumentNodes:
             self.cache_node = grow(self.cache_node, self.cache_used + need)
             self.cache_weight = grow(self.cache_weight, self.cache_used + need)
 
-    def scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Zeroed per-node scratch of the scoring loop (it leaves them zeroed): sums, met marks, met ids, bases."""
+    def scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Zeroed per-node scratch of the scoring loop (it leaves them zeroed): sums, met marks, met ids."""
         if len(self._scratch[0]) < self.n_nodes:
             size = max(self.n_nodes, 2 * len(self._scratch[0]), 64)
-            self._scratch = (np.zeros(size), np.zeros(size, dtype=np.bool_), np.zeros(size, dtype=np.int32),
-                             np.zeros(size))
+            self._scratch = (np.zeros(size), np.zeros(size, dtype=np.bool_), np.zeros(size, dtype=np.int32))
         return self._scratch
 
     def document_lengths(self) -> dict[str, float]:
@@ -502,6 +502,7 @@ class DocumentNodes:
             mass = np.bincount(inverse, factor, minlength=len(values))
             total = float(mass.sum())
             self.class_log_total[class_id] = math.log(total)
+            self.node_log_pi[nodes] = np.log(factor) - math.log(total)
             with np.errstate(divide="ignore"):
                 self.class_groups[class_id] = (values, np.log(mass) - math.log(total))
         self.dirty_classes.clear()

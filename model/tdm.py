@@ -276,12 +276,12 @@ class TDM(GenerativeTextModel):
             if len(stale):
                 self._build_document_weights(stale)
         row_start = np.searchsorted(owner, np.arange(n_docs + 1))
-        acc, met, met_nodes, base = nodes_table.scratch()
+        acc, met, met_nodes = nodes_table.scratch()
         log_mixtures(row_start, terms, weights, lengths, label_scores, nodes_table.cache_start, nodes_table.cache_len,
                      nodes_table.cache_node, nodes_table.cache_weight, nodes_table.term_bound, nodes_table.node_class,
-                     nodes_table.node_factor, nodes_table.node_log_a, nodes_table.class_log_total, groups.classes,
-                     groups.starts, groups.sizes, groups.log_mass, groups.log_a, max(nodes_table.n_nodes, 1),
-                     self.node_pruning, acc, met, met_nodes, base, out, nodes_table.counters)
+                     nodes_table.node_log_pi, nodes_table.node_log_a, groups.classes, groups.starts, groups.sizes,
+                     groups.log_mass, groups.log_a, max(nodes_table.n_nodes, 1), self.node_pruning, acc, met,
+                     met_nodes, out, nodes_table.counters)
         return out
 
     def _scoring_cache_arrays(self) -> list[np.ndarray]:

@@ -73,34 +73,29 @@ def _find(nodes, lo, hi, node):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, cache_len, cache_node,
-                 cache_weight, term_bound, node_class, node_factor, node_log_a, class_log_total,
-                 group_classes, group_starts, group_sizes, group_log_mass, group_log_a, n_nodes_bound,
-                 prune, acc, met, met_nodes, node_base, out, counters):  # pragma: no cover - compiled
+                 cache_weight, term_bound, node_class, node_log_pi, node_log_a, group_classes, group_starts,
+                 group_sizes, group_log_mass, group_log_a, n_nodes_bound, prune, acc, met, met_nodes, out,
+                 counters):  # pragma: no cover - compiled
     """``out[d, l] = log S~_l`` for every scored document ``d`` and label ``l`` with nodes (module docstring).
 
     ``terms``/``weights`` hold the batch's terms grouped by document (document ``d``: positions
     ``row_start[d]:row_start[d + 1]``); ``lengths[d] = Q``; ``label_scores[d, l] = lambda_l``.
-    ``acc``, ``met`` and ``node_base`` are zeroed scratch of one cell per node id (left zeroed),
-    ``met_nodes`` scratch of the same size. ``out`` is ``-inf`` where a label has no nodes.
+    ``acc`` and ``met`` are zeroed scratch of one cell per node id (left zeroed), ``met_nodes``
+    scratch of the same size. ``out`` is ``-inf`` where a label has no nodes.
     """
     n_docs = row_start.shape[0] - 1
     n_groups_classes = group_classes.shape[0]
     n_classes = out.shape[1]
-    slot = np.full(n_classes, -1, dtype=np.int64)
-    for k in range(n_groups_classes):
-        slot[group_classes[k]] = k
     log_t = np.empty(n_groups_classes)  # log T~_l
     log_t_up = np.empty(n_groups_classes)  # log of T~_l plus the skipped-group bound
     floor = np.full(n_classes, -np.inf)  # F_l per class id, at the last decision
-    best = np.full(n_classes, -np.inf)  # per class: largest log pi_i + Q log a_i + p_i over met nodes
-    best_node = np.full(n_classes, -1, dtype=np.int64)
     peak = np.full(n_classes, -np.inf)
     total = np.zeros(n_classes)
     log_eps_node = LOG_PART - math.log(max(n_nodes_bound, 1))
     for d in range(n_docs):
         q = lengths[d]
         scores = label_scores[d]
-        # ---- 1. the closed form T_l, groups by decreasing log a
+        # ---- 1. the closed form T_l, groups by decreasing log a (the first one always summed)
         low_joint = -np.inf
         for k in range(n_groups_classes):
             g = group_starts[k] + group_sizes[k] - 1
@@ -111,10 +106,12 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
             lam = scores[group_classes[k]]
             start = group_starts[k]
             g = start + group_sizes[k] - 1
-            top = -np.inf
-            s = 0.0
+            top = group_log_mass[g] + q * group_log_a[g]
+            s = 1.0
             skipped = -np.inf
             counters[3] += group_sizes[k]
+            counters[4] += 1
+            g -= 1
             while g >= start:
                 exponent = q * group_log_a[g]
                 if prune and exponent < max(top, low_joint - lam) + LOG_PART:
@@ -122,13 +119,13 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
                     break
                 value = group_log_mass[g] + exponent
                 if value > top:
-                    s = s * math.exp(top - value) + 1.0 if top > -np.inf else 1.0
+                    s = s * math.exp(top - value) + 1.0
                     top = value
-                elif value > -np.inf:
+                else:
                     s += math.exp(value - top)
                 counters[4] += 1
                 g -= 1
-            log_t[k] = top + math.log(s) if s > 0.0 else -np.inf
+            log_t[k] = top + math.log(s)
             log_t_up[k] = np.logaddexp(log_t[k], skipped)
         # ---- 2. the matched nodes: terms by decreasing bound
         lo = row_start[d]
@@ -147,10 +144,6 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
                 order_term[n_terms] = t
                 order_weight[n_terms] = weights[p]
                 n_terms += 1
-        if n_terms == 0:
-            for k in range(n_groups_classes):
-                out[d, group_classes[k]] = log_t[k]
-            continue
         order = np.argsort(-order_bound[:n_terms], kind="mergesort")
         rest = np.zeros(n_terms + 1)  # rest[j]: bound of the terms j.. (inflated for rounding)
         rest_postings = np.zeros(n_terms + 1, dtype=np.int64)
@@ -160,53 +153,41 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
         counters[0] += rest_postings[0]
         n_met = 0
         stop = n_terms
-        next_try = rest_postings[0]
+        read_since = 0
         for j in range(n_terms):
-            t = order_term[order[j]]
-            # a decision costs O(labels + met nodes); it is tried while the unread postings are more than
-            # that, and after a decision not to stop only once they have halved (O(log postings) tries)
-            if (not exact_row and rest_postings[j] <= next_try and rest_postings[j] > n_met + n_groups_classes
-                    and _can_stop(rest[j], scores, group_classes, log_t, log_t_up, best, best_node, acc, node_base,
-                                  floor)):
-                # stop only if completing the nodes that may still matter is cheaper than reading on
-                kept = 0
-                for m in range(n_met):
-                    node = met_nodes[m]
-                    if node_base[node] + acc[node] + rest[j] >= floor[node_class[node]] + log_eps_node:
-                        kept += 1
-                cost = 0.0
-                for jj in range(j, n_terms):
-                    cost += kept * (1.0 + math.log2(1.0 + cache_len[order_term[order[jj]]]))
-                if cost < rest_postings[j]:
+            # a decision costs D = O(labels + met nodes + terms): tried before a list at least that long or once
+            # that much was read since the last try, so deciding never costs more than reading
+            cost_of_deciding = n_met + n_groups_classes + n_terms
+            if (not exact_row and rest_postings[j] > cost_of_deciding
+                    and (cache_len[order_term[order[j]]] >= cost_of_deciding or read_since >= cost_of_deciding)):
+                read_since = 0
+                if _decide(rest[j], q, scores, group_classes, log_t, log_t_up, node_class, node_log_pi, node_log_a,
+                           acc, met_nodes, n_met, floor, log_eps_node, order_term, order, j, n_terms, cache_len,
+                           rest_postings[j]):
                     stop = j
                     break
-                next_try = rest_postings[j] // 2
+            t = order_term[order[j]]
             w = order_weight[order[j]]
             start = cache_start[t]
             counters[1] += cache_len[t]
+            read_since += cache_len[t]
             for p in range(start, start + cache_len[t]):
                 node = cache_node[p]
                 if not met[node]:
                     met[node] = True
                     met_nodes[n_met] = node
                     n_met += 1
-                    cls = node_class[node]
-                    node_base[node] = math.log(node_factor[node]) - class_log_total[cls] + q * node_log_a[node]
                 acc[node] += w * cache_weight[p]
-                value = node_base[node] + acc[node]
-                cls = node_class[node]
-                if value > best[cls]:
-                    best[cls] = value
-                    best_node[cls] = node
         counters[5] += n_met
         remaining = rest[stop] if stop < n_terms else 0.0
         if stop == n_terms and not exact_row:
-            _can_stop(0.0, scores, group_classes, log_t, log_t_up, best, best_node, acc, node_base, floor)
+            _floors(q, scores, group_classes, log_t, node_class, node_log_pi, node_log_a, acc, met_nodes, n_met, floor)
         # ---- 3. keep the nodes that may matter, complete them, log-sum-exp per label
         kept = 0
         for m in range(n_met):
             node = met_nodes[m]
-            if exact_row or node_base[node] + acc[node] + remaining >= floor[node_class[node]] + log_eps_node:
+            if exact_row or (node_log_pi[node] + q * node_log_a[node] + acc[node] + remaining
+                             >= floor[node_class[node]] + log_eps_node):
                 met_nodes[kept] = node
                 kept += 1
             else:
@@ -226,16 +207,20 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
                     acc[node] += w * cache_weight[at]
         for m in range(kept):
             node = met_nodes[m]
-            if acc[node] > 0.0:
+            x = acc[node]
+            acc[node] = 0.0
+            met[node] = False
+            if x > 0.0:
                 cls = node_class[node]
-                value = node_base[node] + _log_expm1(acc[node])
+                # log(pi_i a_i^Q expm1(m_i)); log(1 - exp(-x)) is below 2**-53 in size once x > 37
+                value = node_log_pi[node] + q * node_log_a[node] + x
+                if x < 37.0:
+                    value += math.log(-math.expm1(-x))
                 if value > peak[cls]:
+                    total[cls] = total[cls] * math.exp(peak[cls] - value) + 1.0 if peak[cls] > -np.inf else 1.0
                     peak[cls] = value
-        for m in range(kept):
-            node = met_nodes[m]
-            if acc[node] > 0.0:
-                cls = node_class[node]
-                total[cls] += math.exp(node_base[node] + _log_expm1(acc[node]) - peak[cls])
+                else:
+                    total[cls] += math.exp(value - peak[cls])
         for k in range(n_groups_classes):
             cls = group_classes[k]
             if total[cls] > 0.0:
@@ -244,36 +229,57 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
                 out[d, cls] = log_t[k]
             peak[cls] = -np.inf
             total[cls] = 0.0
-            best[cls] = -np.inf
-            best_node[cls] = -1
             floor[cls] = -np.inf
-        for m in range(kept):
-            node = met_nodes[m]
-            acc[node] = 0.0
-            met[node] = False
-            node_base[node] = 0.0
 
 
 @njit(cache=True, nogil=True)
-def _can_stop(rest, scores, group_classes, log_t, log_t_up, best, best_node, acc, node_base,
-              floor):  # pragma: no cover - compiled
-    """Whether nodes not met so far (``m_i <= rest``) are negligible for every label; fills ``floor`` (F_l)."""
-    n_groups_classes = group_classes.shape[0]
+def _floors(q, scores, group_classes, log_t, node_class, node_log_pi, node_log_a, acc, met_nodes, n_met,
+            floor):  # pragma: no cover - compiled
+    """``floor[l] = F_l``: the log of the larger lower bound of label ``l``'s mixture (module docstring).
+
+    Per label: ``T~_l``, and the term of the met node with the largest ``log pi_i + Q log a_i + p_i``
+    (with its partial sum ``p_i``: a lower bound; one ``log expm1`` per label, none per node)."""
+    n_classes = floor.shape[0]
+    best = np.full(n_classes, -np.inf)
+    best_node = np.full(n_classes, -1, dtype=np.int64)
+    for m in range(n_met):
+        node = met_nodes[m]
+        value = node_log_pi[node] + q * node_log_a[node] + acc[node]
+        cls = node_class[node]
+        if value > best[cls]:
+            best[cls] = value
+            best_node[cls] = node
     low_joint = -np.inf
-    for k in range(n_groups_classes):
+    for k in range(group_classes.shape[0]):
         cls = group_classes[k]
-        low = log_t[k]
+        floor[cls] = log_t[k]
         node = best_node[cls]
         if node >= 0 and acc[node] > 0.0:
-            low = max(low, node_base[node] + _log_expm1(acc[node]))
-        floor[cls] = low
-        if scores[cls] + low > low_joint:
-            low_joint = scores[cls] + low
-    log_rest = _log_expm1(rest) if rest > 0.0 else -np.inf
-    ok = True
-    for k in range(n_groups_classes):
+            floor[cls] = max(floor[cls], best[cls] + math.log(-math.expm1(-acc[node])))
+        if scores[cls] + floor[cls] > low_joint:
+            low_joint = scores[cls] + floor[cls]
+    for k in range(group_classes.shape[0]):
         cls = group_classes[k]
         floor[cls] = max(floor[cls], low_joint - scores[cls])
-        if log_t_up[k] + log_rest >= floor[cls] + LOG_PART:
-            ok = False
-    return ok
+
+
+@njit(cache=True, nogil=True)
+def _decide(rest, q, scores, group_classes, log_t, log_t_up, node_class, node_log_pi, node_log_a, acc, met_nodes,
+            n_met, floor, log_eps_node, order_term, order, j, n_terms, cache_len,
+            unread):  # pragma: no cover - compiled
+    """Whether to stop reading before term ``j``: nodes not met so far (``m_i <= rest``) are negligible for
+    every label, and completing the met nodes that may still matter costs less than the ``unread`` postings."""
+    _floors(q, scores, group_classes, log_t, node_class, node_log_pi, node_log_a, acc, met_nodes, n_met, floor)
+    log_rest = rest + math.log(-math.expm1(-rest)) if rest > 0.0 else -np.inf
+    for k in range(group_classes.shape[0]):
+        if log_t_up[k] + log_rest >= floor[group_classes[k]] + LOG_PART:
+            return False
+    kept = 0
+    for m in range(n_met):
+        node = met_nodes[m]
+        if node_log_pi[node] + q * node_log_a[node] + acc[node] + rest >= floor[node_class[node]] + log_eps_node:
+            kept += 1
+    cost = 0.0
+    for jj in range(j, n_terms):
+        cost += kept * (1.0 + math.log2(1.0 + cache_len[order_term[order[jj]]]))
+    return cost < unread
