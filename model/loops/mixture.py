@@ -154,13 +154,18 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
         n_met = 0
         stop = n_terms
         read_since = 0
+        # when the postings outnumber the nodes four times, the met nodes are found by one scan of the sums
+        # instead of a mark per posting (a bare loop: no branch); the scan is O(nodes) = O(postings) then
+        scan = rest_postings[0] >= 4 * n_nodes_bound
         for j in range(n_terms):
             # a decision costs D = O(labels + met nodes + terms): tried before a list at least that long or once
             # that much was read since the last try, so deciding never costs more than reading
-            cost_of_deciding = n_met + n_groups_classes + n_terms
+            cost_of_deciding = (n_nodes_bound if scan else n_met) + n_groups_classes + n_terms
             if (not exact_row and rest_postings[j] > cost_of_deciding
                     and (cache_len[order_term[order[j]]] >= cost_of_deciding or read_since >= cost_of_deciding)):
                 read_since = 0
+                if scan:
+                    n_met = _collect(acc, n_nodes_bound, met_nodes)
                 if _decide(rest[j], q, scores, group_classes, log_t, log_t_up, node_class, node_log_pi, node_log_a,
                            acc, met_nodes, n_met, floor, log_eps_node, order_term, order, j, n_terms, cache_len,
                            rest_postings[j]):
@@ -171,6 +176,10 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
             start = cache_start[t]
             counters[1] += cache_len[t]
             read_since += cache_len[t]
+            if scan:
+                for p in range(start, start + cache_len[t]):
+                    acc[cache_node[p]] += w * cache_weight[p]
+                continue
             for p in range(start, start + cache_len[t]):
                 node = cache_node[p]
                 if not met[node]:
@@ -178,6 +187,8 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
                     met_nodes[n_met] = node
                     n_met += 1
                 acc[node] += w * cache_weight[p]
+        if scan:
+            n_met = _collect(acc, n_nodes_bound, met_nodes)
         counters[5] += n_met
         remaining = rest[stop] if stop < n_terms else 0.0
         if stop == n_terms and not exact_row:
@@ -230,6 +241,17 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
             peak[cls] = -np.inf
             total[cls] = 0.0
             floor[cls] = -np.inf
+
+
+@njit(cache=True, nogil=True)
+def _collect(acc, n_nodes, met_nodes):  # pragma: no cover - compiled
+    """The nodes with a positive partial sum, ascending; their number."""
+    n_met = 0
+    for node in range(n_nodes):
+        if acc[node] != 0.0:
+            met_nodes[n_met] = node
+            n_met += 1
+    return n_met
 
 
 @njit(cache=True, nogil=True)
