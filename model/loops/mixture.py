@@ -89,6 +89,7 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
     log_t = np.empty(n_groups_classes)  # log T~_l
     log_t_up = np.empty(n_groups_classes)  # log of T~_l plus the skipped-group bound
     floor = np.full(n_classes, -np.inf)  # F_l per class id, at the last decision
+    best_node = np.full(n_classes, -1, dtype=np.int64)  # per class id: its best met node when last looked
     peak = np.full(n_classes, -np.inf)
     total = np.zeros(n_classes)
     log_eps_node = LOG_PART - math.log(max(n_nodes_bound, 1))
@@ -153,24 +154,40 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
         counters[0] += rest_postings[0]
         n_met = 0
         stop = n_terms
-        read_since = 0
         # when the postings outnumber the nodes four times, the met nodes are found by one scan of the sums
         # instead of a mark per posting (a bare loop: no branch); the scan is O(nodes) = O(postings) then
         scan = rest_postings[0] >= 4 * n_nodes_bound
+        # deciding to stop: a cheap test, O(labels + terms), before every list at least that long, with the
+        # labels' best met nodes as last found; finding them (and counting the nodes to complete) costs O(met
+        # nodes) (O(nodes) when scanning) and is done the first time and then once twice that much was read
+        cheap = n_groups_classes + n_terms
+        read_since = 0
+        counted = False
+        looked = False
+        for k in range(n_groups_classes):
+            best_node[group_classes[k]] = -1
         for j in range(n_terms):
-            # a decision costs D = O(labels + met nodes + terms): tried before a list at least that long or once
-            # that much was read since the last try, so deciding never costs more than reading
-            cost_of_deciding = (n_nodes_bound if scan else n_met) + n_groups_classes + n_terms
-            if (not exact_row and rest_postings[j] > cost_of_deciding
-                    and (cache_len[order_term[order[j]]] >= cost_of_deciding or read_since >= cost_of_deciding)):
-                read_since = 0
-                if scan:
-                    n_met = _collect(acc, n_nodes_bound, met_nodes)
-                if _decide(rest[j], q, scores, group_classes, log_t, log_t_up, node_class, node_log_pi, node_log_a,
-                           acc, met_nodes, n_met, floor, log_eps_node, order_term, order, j, n_terms, cache_len,
-                           rest_postings[j]):
-                    stop = j
-                    break
+            t = order_term[order[j]]
+            if not exact_row and cache_len[t] >= cheap and rest_postings[j] > cheap:
+                full = (n_nodes_bound if scan else n_met) + cheap
+                fresh = read_since >= 2 * full or not looked
+                if fresh:
+                    looked = True
+                    read_since = 0
+                    if scan:
+                        n_met = _collect(acc, n_nodes_bound, met_nodes)
+                    _best_nodes(q, node_class, node_log_pi, node_log_a, acc, met_nodes, n_met, best_node)
+                _floors(q, scores, group_classes, log_t, acc, node_log_pi, node_log_a, best_node, floor)
+                if _unseen_negligible(rest[j], group_classes, log_t_up, floor) and (fresh or not counted):
+                    if not fresh:
+                        read_since = 0
+                        if scan:
+                            n_met = _collect(acc, n_nodes_bound, met_nodes)
+                    counted = not fresh  # after a count that said read on, count again only when fresh
+                    if _worth_stopping(rest[j], q, node_class, node_log_pi, node_log_a, acc, met_nodes, n_met, floor,
+                                       log_eps_node, order_term, order, j, n_terms, cache_len, rest_postings[j]):
+                        stop = j
+                        break
             t = order_term[order[j]]
             w = order_weight[order[j]]
             start = cache_start[t]
@@ -192,7 +209,8 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
         counters[5] += n_met
         remaining = rest[stop] if stop < n_terms else 0.0
         if stop == n_terms and not exact_row:
-            _floors(q, scores, group_classes, log_t, node_class, node_log_pi, node_log_a, acc, met_nodes, n_met, floor)
+            _best_nodes(q, node_class, node_log_pi, node_log_a, acc, met_nodes, n_met, best_node)
+            _floors(q, scores, group_classes, log_t, acc, node_log_pi, node_log_a, best_node, floor)
         # ---- 3. keep the nodes that may matter, complete them, log-sum-exp per label
         kept = 0
         for m in range(n_met):
@@ -255,15 +273,9 @@ def _collect(acc, n_nodes, met_nodes):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _floors(q, scores, group_classes, log_t, node_class, node_log_pi, node_log_a, acc, met_nodes, n_met,
-            floor):  # pragma: no cover - compiled
-    """``floor[l] = F_l``: the log of the larger lower bound of label ``l``'s mixture (module docstring).
-
-    Per label: ``T~_l``, and the term of the met node with the largest ``log pi_i + Q log a_i + p_i``
-    (with its partial sum ``p_i``: a lower bound; one ``log expm1`` per label, none per node)."""
-    n_classes = floor.shape[0]
-    best = np.full(n_classes, -np.inf)
-    best_node = np.full(n_classes, -1, dtype=np.int64)
+def _best_nodes(q, node_class, node_log_pi, node_log_a, acc, met_nodes, n_met, best_node):  # pragma: no cover
+    """Per label, the met node with the largest ``log pi_i + Q log a_i + p_i`` (``p_i``: its partial sum)."""
+    best = np.full(best_node.shape[0], -np.inf)
     for m in range(n_met):
         node = met_nodes[m]
         value = node_log_pi[node] + q * node_log_a[node] + acc[node]
@@ -271,13 +283,22 @@ def _floors(q, scores, group_classes, log_t, node_class, node_log_pi, node_log_a
         if value > best[cls]:
             best[cls] = value
             best_node[cls] = node
+
+
+@njit(cache=True, nogil=True)
+def _floors(q, scores, group_classes, log_t, acc, node_log_pi, node_log_a, best_node,
+            floor):  # pragma: no cover - compiled
+    """``floor[l] = F_l``: the log of the larger lower bound of label ``l``'s mixture (module docstring):
+    ``T~_l``, the term of a met node of ``l`` with its partial sum so far (``best_node``; any met node gives
+    a lower bound, the best one the tightest), and the best label's lower bound relative to ``lambda_l``."""
     low_joint = -np.inf
     for k in range(group_classes.shape[0]):
         cls = group_classes[k]
         floor[cls] = log_t[k]
         node = best_node[cls]
         if node >= 0 and acc[node] > 0.0:
-            floor[cls] = max(floor[cls], best[cls] + math.log(-math.expm1(-acc[node])))
+            value = node_log_pi[node] + q * node_log_a[node] + acc[node] + math.log(-math.expm1(-acc[node]))
+            floor[cls] = max(floor[cls], value)
         if scores[cls] + floor[cls] > low_joint:
             low_joint = scores[cls] + floor[cls]
     for k in range(group_classes.shape[0]):
@@ -286,16 +307,19 @@ def _floors(q, scores, group_classes, log_t, node_class, node_log_pi, node_log_a
 
 
 @njit(cache=True, nogil=True)
-def _decide(rest, q, scores, group_classes, log_t, log_t_up, node_class, node_log_pi, node_log_a, acc, met_nodes,
-            n_met, floor, log_eps_node, order_term, order, j, n_terms, cache_len,
-            unread):  # pragma: no cover - compiled
-    """Whether to stop reading before term ``j``: nodes not met so far (``m_i <= rest``) are negligible for
-    every label, and completing the met nodes that may still matter costs less than the ``unread`` postings."""
-    _floors(q, scores, group_classes, log_t, node_class, node_log_pi, node_log_a, acc, met_nodes, n_met, floor)
+def _unseen_negligible(rest, group_classes, log_t_up, floor):  # pragma: no cover - compiled
+    """Whether nodes not met so far (``m_i <= rest``) are negligible for every label (``floor`` filled)."""
     log_rest = rest + math.log(-math.expm1(-rest)) if rest > 0.0 else -np.inf
     for k in range(group_classes.shape[0]):
         if log_t_up[k] + log_rest >= floor[group_classes[k]] + LOG_PART:
             return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _worth_stopping(rest, q, node_class, node_log_pi, node_log_a, acc, met_nodes, n_met, floor, log_eps_node,
+                    order_term, order, j, n_terms, cache_len, unread):  # pragma: no cover - compiled
+    """Whether completing the met nodes that may still matter costs less than the ``unread`` postings."""
     kept = 0
     for m in range(n_met):
         node = met_nodes[m]
