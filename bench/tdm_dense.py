@@ -34,12 +34,16 @@ import argparse
 import gzip
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-from scipy import sparse
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # both sides on one thread: the 2 cores are shared, and a
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # threaded BLAS made the dense reference slower here (4.7 vs 2.6 ms)
+
+import numpy as np  # noqa: E402
+from scipy import sparse  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -241,8 +245,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     print(f"spec {args.spec}; one scored document per call; ms per document (best of 2 passes; dense: 1)\n")
     print("| data | training docs | labels | postings / read / lookups | groups / read | nodes met / kept | tdm | "
-          "unpruned | dense (queries) | dense / tdm | dense-sparse | dense-sparse / tdm | diff: log joint | posterior |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "unpruned | dense (queries) | dense / tdm | dense-sparse | dense-sparse / tdm | diff: log joint | posterior | "
+          "vs unpruned |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     results = []
     for size in args.sizes:
         sources = []
@@ -254,11 +259,11 @@ def main(argv=None) -> int:
                 sources.append(source)
         for source in sources:
             if isinstance(source, tuple):
-                print(f"| real | {size:,} | skipped: {source[1]} ||||||||||||")
+                print(f"| real | {size:,} | skipped: {source[1]} |||||||||||||")
                 continue
             r = run(source, size, args.queries, args.dense_queries, args.spec, args.seed)
             if r is None:
-                print(f"| {source} | {size:,} | skipped: data missing or too small ||||||||||||")
+                print(f"| {source} | {size:,} | skipped: data missing or too small |||||||||||||")
                 continue
             results.append(r)
             print(f"| {source} | {size:,} | {r['labels']:,} | {r['per_doc_postings']:,.0f} / {r['per_doc_postings_read']:,.0f}"
@@ -267,10 +272,10 @@ def main(argv=None) -> int:
                   f"{r['unpruned_ms']:.3f} | {r['dense_ms']:.2f} ({r['dense_queries']}) | {r['dense_ms'] / r['tdm_ms']:.1f}x | "
                   f"{r['dense_sparse_ms']:.2f} | {r['dense_sparse_ms'] / r['tdm_ms']:.1f}x | "
                   f"{max(r['unpruned_vs_dense_log_joint'], r['unpruned_vs_dense_sparse_log_joint']):.1e} | "
-                  f"{max(r['tdm_vs_dense_posterior'], r['tdm_vs_unpruned_posterior']):.1e} |", flush=True)
+                  f"{r['tdm_vs_dense_posterior']:.1e} | {r['tdm_vs_unpruned_posterior']:.1e} |", flush=True)
     print("\ndiff, log joint: largest difference of a log joint score (every label) between unpruned and the dense "
-          "references;\nposterior: largest difference of a posterior between tdm (pruned) and the dense reference or "
-          "unpruned")
+          "references;\nposterior: largest difference of a posterior between tdm (pruned) and the dense reference, "
+          "vs unpruned: and the unpruned kernel")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     return 0

@@ -268,14 +268,14 @@ class TDM(GenerativeTextModel):
         groups = nodes_table.group_table(self.kernel_bin_width if self.kernel_sum == "binned" else None)
         if not len(groups.classes):
             return out
-        known = batch.terms < len(nodes_table.post_fill)  # terms beyond it have no document postings
-        terms, weights, owner = batch.terms[known], batch.weights[known], batch.owner[known]
-        if len(terms):
-            needed = np.unique(terms)
-            stale = needed[nodes_table.weight_epoch[needed] != state.epoch]
-            if len(stale):
-                self._build_document_weights(stale)
-        row_start = np.searchsorted(owner, np.arange(n_docs + 1))
+        terms, weights, owner = batch.terms, batch.weights, batch.owner
+        known = terms < len(nodes_table.post_fill)  # terms beyond it have no document postings
+        if not known.all():
+            terms, weights, owner = terms[known], weights[known], owner[known]
+        stale = nodes_table.weight_epoch[terms] != state.epoch
+        if stale.any():
+            self._build_document_weights(np.unique(terms[stale]))
+        row_start = np.array([0, len(terms)]) if n_docs == 1 else np.searchsorted(owner, np.arange(n_docs + 1))
         acc, met, met_nodes = nodes_table.scratch()
         log_mixtures(row_start, terms, weights, lengths, label_scores, nodes_table.cache_start, nodes_table.cache_len,
                      nodes_table.cache_node, nodes_table.cache_weight, nodes_table.term_bound, nodes_table.node_class,
