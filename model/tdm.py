@@ -150,7 +150,8 @@ class TDM(GenerativeTextModel):
             if name in free and kwargs.get(name) is None:
                 kwargs[name] = value
         super().__init__(spec, prune_below=prune_below, half_life=half_life, **kwargs)
-        self.state.family_doc_term_bytes = 20  # a document posting: node, count and weight (max_bytes counts it)
+        # a document posting: node and count, and in the weight cache node and weight (max_bytes counts it)
+        self.state.family_doc_term_bytes = 24
 
     # ------------------------------------------------------------ state and caches
     def rebuild_caches(self) -> None:
