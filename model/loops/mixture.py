@@ -158,8 +158,9 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
         # instead of a mark per posting (a bare loop: no branch); the scan is O(nodes) = O(postings) then
         scan = rest_postings[0] >= 4 * n_nodes_bound
         # deciding to stop: a cheap test, O(labels + terms), before every list at least that long, with the
-        # labels' best met nodes as last found; finding them (and counting the nodes to complete) costs O(met
-        # nodes) (O(nodes) when scanning) and is done the first time and then once twice that much was read
+        # labels' floors as last found; finding the best met nodes for them (and counting the nodes to
+        # complete) costs O(met nodes) (O(nodes) when scanning), done the first time and then once twice that
+        # much was read
         cheap = n_groups_classes + n_terms
         read_since = 0
         counted = False
@@ -177,7 +178,8 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
                     if scan:
                         n_met = _collect(acc, n_nodes_bound, met_nodes)
                     _best_nodes(q, node_class, node_log_pi, node_log_a, acc, met_nodes, n_met, best_node)
-                _floors(q, scores, group_classes, log_t, acc, node_log_pi, node_log_a, best_node, floor)
+                    # floors from the best nodes' partial sums now: still lower bounds as the sums grow
+                    _floors(q, scores, group_classes, log_t, acc, node_log_pi, node_log_a, best_node, floor)
                 if _unseen_negligible(rest[j], group_classes, log_t_up, floor) and (fresh or not counted):
                     if not fresh:
                         read_since = 0
