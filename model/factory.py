@@ -30,7 +30,7 @@ from .text import Tokenizer
 
 #: Keys a configuration may hold besides "model" and "params" (kernel_* are TDM's).
 OPTION_KEYS = ("half_life", "multilabel", "tokenizer", "prune_below", "max_documents", "max_bytes", "kernel_sum",
-               "kernel_bin_width", "mail")
+               "kernel_bin_width", "node_pruning", "mail")
 
 #: Model classes by family name (the spec prefix: "mnb", "tdm").
 _FAMILIES: dict[str, type] = {}
