@@ -43,6 +43,8 @@ def test_dev_scores_are_the_tune_protocols_and_the_config_reproduces_the_pool():
     dev_train, dev_test = random_partition(train, 0.25, 0)  # sgm tune's dev partition (texts: each base reads its own)
     assert evaluate_split(summary["tuned_config"], dev_train, dev_test)["accuracy"] == pytest.approx(
         summary["dev_tuned"], abs=1e-12)
+    task = development_task(docs, summary["tuned_config"], setup)  # the tune protocol reads texts for an ensemble
+    assert task.run({})["accuracy"] == pytest.approx(summary["dev_tuned"], abs=1e-12)
     assert summary["chosen"] in summary["variants"] and len(summary["variants"]) == len(BASES) + 12
     assert isinstance(build_model(summary["tuned_config"]), Ensemble)
 
