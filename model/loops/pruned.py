@@ -1,0 +1,175 @@
+"""Compiled loops of the pruned top-k (MaxScore over the posting lists, :mod:`model.pruned_topk`).
+
+Every class score is the dense kernel's (:func:`model.loops.scoring.dense_log_posterior`), evaluated
+with the same floating-point operations in the same order, so scores, ties and the top-k equal the
+dense pass's; only classes whose upper bound is certified below the threshold are left out.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def term_maxima(terms, epoch, starts, lengths, posting_weight, term_max, term_max_at):  # pragma: no cover - compiled
+    """``term_max[t] = max_l w(l, t)`` for the ``terms`` whose maximum predates ``epoch``.
+
+    Called right after the posting refresh of the same terms, so each maximum is
+    exactly that of the current weights: updates make it stale like the postings,
+    and it is recomputed lazily, only for the terms a scored document reads.
+    """
+    for t in terms:
+        if term_max_at[t] != epoch:
+            best = 0.0
+            for p in range(starts[t], starts[t] + lengths[t]):
+                if posting_weight[p] > best:
+                    best = posting_weight[p]
+            term_max[t] = best
+            term_max_at[t] = epoch
+
+
+@njit(cache=True, nogil=True)
+def _offer(c, value, top_ids, top_scores, n_top, k):  # pragma: no cover - compiled
+    """Put class ``c`` with ``value`` into the running best-``k`` (by value; a class at most once)."""
+    at = -1
+    for i in range(n_top):
+        if top_ids[i] == c:
+            at = i
+            break
+    if at < 0:
+        if n_top < k:
+            at = n_top
+            n_top += 1
+        elif value > top_scores[k - 1]:
+            at = k - 1
+        else:
+            return n_top
+    top_ids[at] = c
+    top_scores[at] = value
+    while at > 0 and top_scores[at - 1] < top_scores[at]:  # up
+        top_ids[at - 1], top_ids[at] = top_ids[at], top_ids[at - 1]
+        top_scores[at - 1], top_scores[at] = top_scores[at], top_scores[at - 1]
+        at -= 1
+    while at + 1 < n_top and top_scores[at + 1] > top_scores[at]:  # down (an exact score a rounding below)
+        top_ids[at + 1], top_ids[at] = top_ids[at], top_ids[at + 1]
+        top_scores[at + 1], top_scores[at] = top_scores[at], top_scores[at + 1]
+        at += 1
+    return n_top
+
+
+@njit(cache=True, nogil=True)
+def _threshold(top_scores, n_top, k, margin):  # pragma: no cover - compiled
+    """``min(k-th best, best - margin)`` of the scores known so far (a lower bound of the true one)."""
+    if n_top == 0:
+        return -np.inf
+    kth = top_scores[k - 1] if n_top == k else -np.inf
+    return min(kth, top_scores[0] - margin)
+
+
+@njit(cache=True, nogil=True)
+def exact_matched(c, terms, weights, starts, lengths, posting_class, posting_weight):  # pragma: no cover - compiled
+    """``sum_n w_n w(c, n)`` over the document's terms in document order (the dense kernel's order);
+    each term's class-sorted posting list is binary-searched for ``c``."""
+    total = 0.0
+    for j in range(terms.shape[0]):
+        t = terms[j]
+        lo = starts[t]
+        hi = lo + lengths[t]
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if posting_class[mid] < c:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < starts[t] + lengths[t] and posting_class[lo] == c:
+            total += weights[j] * posting_weight[lo]
+    return total
+
+
+@njit(cache=True, nogil=True)
+def pruned_candidates(terms, weights, log_background, starts, lengths, posting_class, posting_weight, term_max,
+                      log_prior, log_a, prior_max, log_a_max, margin, k, acc, marked, touched, cand_ids,
+                      cand_scores, top_ids, top_scores):  # pragma: no cover - compiled
+    """One document: exact scores of every class that may reach the threshold (MaxScore, term at a time).
+
+    Terms are taken by decreasing upper bound ``u_n = w_n max_l w(l, n)``. While the
+    classes not yet met could still reach the threshold (``prior_max + |w|_1 log_a_max
+    + sum_n w_n log p_b(n)`` plus the ``u_n`` of the terms left), a term's whole list is
+    accumulated (partial sums are lower bounds: every ``w(l, n) >= 0``); after that the
+    remaining lists are read only for the classes met, by binary search. The threshold is
+    ``min(k-th best, best - margin)`` of the lower bounds and exact scores so far. A class
+    met gets its exact score (document order, as the dense kernel) when its bound reaches
+    the threshold.
+
+    Returns ``(classes met, candidates, threshold, terms accumulated, |w|_1, smooth,
+    bound of the classes never met)``; ``cand_ids/cand_scores[:candidates]`` hold the exact
+    scores, ``touched[:classes met]`` the classes met, still flagged in ``marked``
+    (:func:`clear_marks` resets them); ``acc`` is left all zero.
+    """
+    m = terms.shape[0]
+    length = 0.0
+    smooth = 0.0
+    for j in range(m):
+        length += weights[j]
+        smooth += weights[j] * log_background[j]
+    bound = np.empty(m)
+    for j in range(m):
+        bound[j] = weights[j] * term_max[terms[j]]
+    order = np.argsort(-bound)
+    rest = np.zeros(m + 1)  # rest[i]: the bounds of order[i:]
+    for i in range(m - 1, -1, -1):
+        rest[i] = rest[i + 1] + bound[order[i]]
+    unmet = ((prior_max + length * log_a_max) + smooth)  # no class scores more without postings
+    slack = 1e-9 * (1.0 + abs(unmet) + rest[0])  # room for rounding between bounds and exact sums
+    n_top = 0
+    n_hit = 0
+    done = 0
+    while done < m:
+        theta = _threshold(top_scores, n_top, k, margin)
+        if unmet + rest[done] + slack < theta:  # no class outside the lists read can reach it
+            break
+        j = order[done]
+        w = weights[j]
+        t = terms[j]
+        for p in range(starts[t], starts[t] + lengths[t]):
+            c = posting_class[p]
+            if not marked[c]:
+                marked[c] = True
+                touched[n_hit] = c
+                n_hit += 1
+                acc[c] = (log_prior[c] + length * log_a[c]) + smooth
+            acc[c] += w * posting_weight[p]
+            n_top = _offer(c, acc[c], top_ids, top_scores, n_top, k)
+        done += 1
+    left = rest[done]
+    n_cand = 0
+    for i in range(n_hit):
+        c = touched[i]
+        upper = acc[c] + left
+        acc[c] = 0.0
+        if upper + slack < _threshold(top_scores, n_top, k, margin):
+            continue
+        score = ((log_prior[c] + length * log_a[c]) + smooth) + exact_matched(
+            c, terms, weights, starts, lengths, posting_class, posting_weight)
+        cand_ids[n_cand] = c
+        cand_scores[n_cand] = score
+        n_cand += 1
+        n_top = _offer(c, score, top_ids, top_scores, n_top, k)
+    theta = _threshold(top_scores, n_top, k, margin)
+    # classes never met: bounded by unmet + the lists not accumulated (only unmet once all were)
+    return n_hit, n_cand, theta - slack, done, length, smooth, unmet + left
+
+
+@njit(cache=True, nogil=True)
+def clear_marks(touched, n_hit, marked):  # pragma: no cover - compiled
+    for i in range(n_hit):
+        marked[touched[i]] = False
+
+
+@njit(cache=True, nogil=True)
+def sum_power(ids, n, power):  # pragma: no cover - compiled
+    """``sum power[ids[:n]]``: the prior mass ``N(l)**theta`` of the classes met."""
+    total = 0.0
+    for i in range(n):
+        total += power[ids[i]]
+    return total

@@ -1,0 +1,272 @@
+"""Top-k with many labels, pruned with per-term upper bounds (MaxScore), exact to a certified bound.
+
+The label score (MODEL.md section 5) of class ``l`` for a document with term weights ``w_n``::
+
+    score(l) = base(l) + S + sum_n w_n w(l, n),   base(l) = theta log p(l) + |w|_1 log a_l,
+    S = sum_n w_n log p_b(n),                     w(l, n) >= 0 (0 when l has no posting for n)
+
+so ``score(l) <= prior_max + |w|_1 log_a_max + S + sum_{n: l in postings(n)} w_n max_l' w(l', n)``.
+
+**Certified-negligible pruning.** With ``N`` active labels, ``best`` the best exact score found and
+``kth`` the ``k``-th best, a class is left out only when an upper bound of its score is below the
+threshold ``min(kth, best - margin)``, ``margin = log N + 40``. Then
+
+* the top ``k`` labels are exact: every class left out scores below the ``k``-th best, strictly,
+  and the scores computed are the dense kernel's to the last bit (same operations, same order:
+  :func:`model.loops.pruned.exact_matched`), so ties break the same way (lower class id first);
+* the normalizer ``Z = sum_l exp(score(l))`` is computed over the classes scored, ``Z' = Z - R``,
+  where the left-out mass ``R < N exp(best - margin) = exp(best) e^-40 <= Z e^-40``. Each
+  reported posterior ``p' = exp(score - log Z')`` therefore satisfies
+
+      p <= p' <= p / (1 - e^-40),  i.e.  0 <= p' / p - 1 < e^-40 / (1 - e^-40) < 4.3e-18 < 2^-52,
+
+  below the rounding of the dense sum itself (:data:`RELATIVE_BOUND`; the property tests check it
+  with room for that rounding).
+
+**What each piece costs.** Per model epoch (after an update), shared with the dense kernel: the
+per-class arrays ``theta log p(l)`` and ``log a_l`` (:meth:`model.label_model.LabelModel.class_terms`,
+one compiled pass over the labels) and, here, their maxima over the active labels (one numpy pass).
+Per document: the posting refresh and the term maxima of its stale terms (as the dense kernel), the
+lists of the terms whose bounds are needed to keep unseen classes below the threshold (term at a
+time, in decreasing ``w_n max w(., n)``), a binary search per (candidate, term) for the classes that
+may reach the threshold, and ``O(k)`` per posting for the running threshold; no pass over the labels.
+The classes without any posting among the document's terms (their score is ``base(l) + S``):
+
+* Jelinek-Mercer-only specs (``a_l = beta`` for every class with counts): their mass has a closed
+  form, ``(sum_l p(l)**theta - sum_met p(l)**theta) beta**|w|_1 exp(S)``, and the best of them come
+  from the prior-ordered index (:class:`PriorIndex`, kept up to date from the classes an update
+  touched): ``O(k)`` steps down the prior order; classes without counts (``a_l = 1``) are scored
+  explicitly (usually none).
+* Other specs: they are bounded by ``prior_max + |w|_1 log_a_max + S``; when that bound cannot be
+  certified below the threshold (short documents, or a label with ``a_l`` near 1), the document takes
+  the dense pass. Grouping labels by ``a_l`` would tighten it; not done.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sortedcontainers import SortedList
+
+from .arrays import CompensatedSum, grow
+from .batch import PreparedBatch
+from .loops.pruned import clear_marks, pruned_candidates, sum_power, term_maxima
+
+#: Margin beyond log N (nats): the mass left out is below ``e^-MARGIN_NATS`` of the normalizer.
+MARGIN_NATS = 40.0
+#: Bound on ``p' / p - 1`` of every reported posterior (see the module docstring).
+RELATIVE_BOUND = math.exp(-MARGIN_NATS) / (1.0 - math.exp(-MARGIN_NATS))
+
+
+def margin(n_labels: int) -> float:
+    """The pruning margin in nats: ``log N + 40``, so that ``N e^-margin = e^-40``.
+
+    >>> round(margin(100_000), 3)
+    51.513
+    """
+    return math.log(max(n_labels, 1)) + MARGIN_NATS
+
+
+class PriorIndex:
+    """Classes ordered by prior, and ``sum_l N(l)**theta``, kept up to date incrementally.
+
+    Both are in stored (forward-decay) units: decay scales every ``N(l)`` alike,
+    so neither the order nor ``p(l) = N(l) / sum N`` changes as time passes.
+    Updated from the classes the state reports as touched; rebuilt after a
+    rebase (every stored value rescaled).
+    """
+
+    def __init__(self, theta: float) -> None:
+        self.theta = theta
+        self.order = SortedList()  # (-N(l), class id): best prior first, ties by id
+        self.key: dict[int, tuple[float, int]] = {}
+        self.power: dict[int, float] = {}
+        self.power_sum = CompensatedSum()
+        self.massless: set[int] = set()  # classes without counts (only empty documents): a_l = 1, not beta
+        self.rebases = -1
+        #: Per class id, for the compiled kernel: ``N(l)**theta`` (stored units).
+        self.power_of = np.zeros(0)
+
+    def sync(self, state) -> None:
+        if self.rebases != state.rebases or state.touched_classes is None:
+            self.__init__(self.theta)
+            self.rebases = state.rebases
+            state.touched_classes = set(state.active_classes().tolist())
+        touched, state.touched_classes = state.touched_classes, set()
+        if len(self.power_of) < state.classes.capacity:
+            self.power_of = grow(self.power_of, state.classes.capacity)
+        for c in touched:
+            old = self.key.pop(c, None)
+            if old is not None:
+                self.order.remove(old)
+                self.power_sum.add(-self.power.pop(c))
+            self.massless.discard(c)
+            self.power_of[c] = 0.0
+            if state.cls_refs[c] > 0:
+                if state.cls_entries[c] == 0:
+                    self.massless.add(c)
+                weight = float(state.cls_docs.get(c))
+                self.key[c] = (-weight, c)
+                self.order.add((-weight, c))
+                self.power[c] = weight**self.theta
+                self.power_sum.add(self.power[c])
+                self.power_of[c] = self.power[c]
+
+    def best_excluding(self, excluded, k: int) -> list[int]:
+        """The ``k`` best classes by prior among those with ``excluded[c]`` false."""
+        out = []
+        for _, c in self.order:
+            if not excluded[c]:
+                out.append(c)
+                if len(out) == k:
+                    break
+        return out
+
+
+class PrunedResult:
+    """Per document: the top classes (ids, best first) and their log posteriors, the classes scored
+    exactly with theirs (for a posterior threshold), or ``None`` where the dense pass must decide."""
+
+    __slots__ = ("top", "scored", "floor")
+
+    def __init__(self) -> None:
+        self.top: list = []
+        self.scored: list = []
+        self.floor = -math.inf  # every class not in ``scored`` has a log posterior below this
+
+
+class PrunedTopK:
+    """The pruned top-k of one :class:`model.label_model.LabelModel` (its scratch and its caches).
+
+    Parameters
+    ----------
+    labels : LabelModel
+        Whose class terms and posting lists are read.
+    """
+
+    def __init__(self, labels) -> None:
+        self.labels = labels
+        self.term_max = np.zeros(0)
+        self.term_max_at = np.zeros(0, dtype=np.int64)
+        self.scratch: tuple[np.ndarray, ...] | None = None
+        self.maxima: tuple[int, float, float] | None = None  # (epoch, prior_max, log_a_max)
+        self.index: PriorIndex | None = None
+        #: Counters (a metric and the benchmark's evidence): documents, postings read, candidates, dense fallbacks.
+        self.counts = {"documents": 0, "lists": 0, "lists_read": 0, "candidates": 0, "dense": 0}
+
+    def _reserve(self, state) -> None:
+        capacity, terms = state.classes.capacity, len(state.arena.start)
+        if len(self.term_max) < terms:
+            old = len(self.term_max)
+            self.term_max = grow(self.term_max, terms)
+            self.term_max_at = grow(self.term_max_at, terms)
+            self.term_max_at[old:] = -1
+        if self.scratch is None or len(self.scratch[0]) < capacity:
+            self.scratch = (np.zeros(capacity), np.zeros(capacity, dtype=np.bool_),
+                            np.zeros(capacity, dtype=np.int64), np.zeros(capacity, dtype=np.int64),
+                            np.zeros(capacity))
+
+    def _maxima(self, state, derived) -> tuple[float, float]:
+        if self.maxima is None or self.maxima[0] != state.epoch:
+            n = state.classes.capacity
+            active = state.cls_refs[:n] > 0
+            prior_max = float(derived.log_prior[:n][active].max()) if active.any() else -math.inf
+            log_a_max = float(derived.log_a[:n][active].max()) if active.any() else 0.0
+            self.maxima = (state.epoch, prior_max, log_a_max)
+        return self.maxima[1], self.maxima[2]
+
+    def rank(self, state, batch: PreparedBatch, k: int, n_active: int) -> list[PrunedResult | None]:
+        """Top-``k`` classes of every document of ``batch``, each with its exact log posterior to
+        within :data:`RELATIVE_BOUND`; ``None`` for a document whose unseen classes the bounds could not
+        rule out (a spec without a constant ``a_l``): the caller scores it with the dense pass."""
+        labels = self.labels
+        derived = labels.class_terms(state)
+        labels.refresh(state, batch.terms)
+        self._reserve(state)
+        arena, postings = state.arena, labels.postings
+        term_maxima(batch.terms, state.epoch, arena.start, arena.length, postings.weight, self.term_max,
+                    self.term_max_at)
+        prior_max, log_a_max = self._maxima(state, derived)
+        constant = labels.smoothing.constant_weight
+        index = None
+        if constant is not None:
+            theta = labels.theta
+            if self.index is None or self.index.theta != theta:
+                self.index = PriorIndex(theta)
+            index = self.index
+            index.sync(state)
+            log_a_max = math.log(constant)  # classes with counts; those without are scored explicitly
+        cut = margin(n_active)
+        acc, marked, touched, cand_ids, cand_scores = self.scratch
+        top_ids, top_scores = np.empty(k, dtype=np.int64), np.empty(k)
+        log_background = postings.log_background[batch.terms]
+        bounds = np.searchsorted(batch.owner, np.arange(batch.n_docs + 1)).tolist()
+        counts = self.counts
+        out: list[PrunedResult | None] = []
+        for d in range(batch.n_docs):
+            lo, hi = bounds[d], bounds[d + 1]
+            terms, weights = batch.terms[lo:hi], batch.weights[lo:hi]
+            n_hit, n_cand, threshold, read, length, smooth, unmet = pruned_candidates(
+                terms, weights, log_background[lo:hi], arena.start, arena.length, arena.cls, postings.weight,
+                self.term_max, derived.log_prior, derived.log_a, prior_max, log_a_max, cut, k, acc, marked,
+                touched, cand_ids, cand_scores, top_ids, top_scores)
+            counts["documents"] += 1
+            counts["lists"] += hi - lo
+            counts["lists_read"] += read
+            counts["candidates"] += n_cand
+            ids, scores = cand_ids[:n_cand].tolist(), cand_scores[:n_cand].tolist()
+            floor = threshold  # every class left out scores below it
+            explicit = None
+            mass = 0.0  # the closed-form mass of the classes without postings (constant a_l), times exp(-base)
+            base = -math.inf
+            if index is not None:
+                for c in index.massless:  # a_l = 1: outside the closed form and the bound, scored explicitly
+                    ids.append(c)
+                    scores.append(((float(derived.log_prior[c]) + length * float(derived.log_a[c])) + smooth) + 0.0)
+                if read == hi - lo and unmet >= threshold:  # every list read: the classes met are all with postings
+                    for c in index.massless:
+                        marked[c] = True
+                    explicit = len(ids)  # the others below are inside the closed-form mass: not summed twice
+                    others = index.best_excluding(marked, k)
+                    for c in others:
+                        ids.append(c)
+                        scores.append(((float(derived.log_prior[c]) + length * float(derived.log_a[c])) + smooth) + 0.0)
+                    met_power = sum_power(touched, n_hit, index.power_of) + sum(index.power_of[c] for c in index.massless)
+                    log_total = math.log(state.class_docs_total.value)
+                    rest = index.power_sum.value / math.exp(labels.theta * log_total) - met_power / math.exp(
+                        labels.theta * log_total)
+                    if rest > 0:
+                        mass, base = rest, (length * math.log(constant)) + smooth
+                    for c in index.massless:
+                        marked[c] = False
+                    if others:
+                        counts["candidates"] += len(others)
+                    if len(others) == k:  # the classes after them in prior order score no more
+                        floor = max(floor, scores[-1])
+            elif unmet >= threshold:
+                clear_marks(touched, n_hit, marked)
+                counts["dense"] += 1
+                out.append(None)
+                continue
+            clear_marks(touched, n_hit, marked)
+            result = PrunedResult()
+            if not ids:  # nothing scored (cannot happen with a learned class; defensive)
+                out.append(None)
+                continue
+            arr = np.array(scores[:explicit])
+            peak = float(arr.max()) if len(arr) else -math.inf
+            if mass > 0:
+                peak = max(peak, math.log(mass) + base)
+            total = float(np.exp(arr - peak).sum()) + (mass * math.exp(base - peak) if mass > 0 else 0.0)
+            log_norm = peak + math.log(total)
+            order = sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))
+            seen = set()
+            for i in order:
+                if ids[i] in seen:  # a class both among the met and (never) the others: keep once
+                    continue
+                seen.add(ids[i])
+                result.scored.append((ids[i], scores[i] - log_norm))
+            result.top = result.scored[:k]
+            result.floor = floor - log_norm
+            out.append(result)
+        return out
