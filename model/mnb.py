@@ -22,6 +22,8 @@ from .pruned_topk import PrunedResult, PrunedTopK, margin
 #: With at least this many active classes (and ``k`` well below them), top-k takes the pruned path:
 #: measured by ``python -m bench.topk_pruning`` (docs/PERFORMANCE.md, must-show 2).
 PRUNED_TOPK_MIN_CLASSES = 512
+#: ... and at least this many active classes per class asked for (``k``).
+PRUNED_TOPK_CLASSES_PER_K = 8
 
 
 class MNB(GenerativeTextModel):
@@ -86,7 +88,7 @@ class MNB(GenerativeTextModel):
         dense pass's the labels too, so it pays with many labels and ``k`` well below them; a posterior
         threshold must lie above what pruning leaves out (``e^-margin``)."""
         n = len(self.class_names()[0])
-        return (n >= PRUNED_TOPK_MIN_CLASSES and 8 * k < n
+        return (n >= PRUNED_TOPK_MIN_CLASSES and PRUNED_TOPK_CLASSES_PER_K * k <= n and k < n
                 and (threshold is None or threshold > math.exp(-margin(n))))
 
     def predict_topk_many(self, docs, k: int):
@@ -122,7 +124,7 @@ class MNB(GenerativeTextModel):
         batch = self._prepare(docs)
         if self._pruner is None:
             self._pruner = PrunedTopK(self.labels)
-        results: list[PrunedResult | None] = self._pruner.rank(self.state, batch, k, len(active))
+        results: list[PrunedResult | None] = self._pruner.rank(self.state, batch, k, active, threshold is not None)
         log_threshold = math.log(threshold) if threshold is not None else None
         if log_threshold is not None:  # a class left out might pass the threshold: the dense pass decides
             results = [r if r is None or r.floor < log_threshold else None for r in results]

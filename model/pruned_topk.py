@@ -54,6 +54,10 @@ from .loops.pruned import clear_marks, pruned_candidates, sum_power, term_maxima
 
 #: Margin beyond log N (nats): the mass left out is below ``e^-MARGIN_NATS`` of the normalizer.
 MARGIN_NATS = 40.0
+#: The pruned path gives up (and the dense pass scores the document) once a document has met more than
+#: ``1 / BUDGET_DIVISOR`` of the labels: the certified margin then keeps most of them, and the dense
+#: pass scores every label faster than the pruned path scores that many (bench/topk_pruning.py).
+BUDGET_DIVISOR = 8
 #: Bound on ``p' / p - 1`` of every reported posterior (see the module docstring).
 RELATIVE_BOUND = math.exp(-MARGIN_NATS) / (1.0 - math.exp(-MARGIN_NATS))
 
@@ -164,7 +168,7 @@ class PrunedTopK:
         if self.scratch is None or len(self.scratch[0]) < capacity:
             self.scratch = (np.zeros(capacity), np.zeros(capacity, dtype=np.bool_),
                             np.zeros(capacity, dtype=np.int64), np.zeros(capacity, dtype=np.int64),
-                            np.zeros(capacity))
+                            np.zeros(capacity), np.zeros(capacity, dtype=np.bool_))
 
     def _maxima(self, state, derived) -> tuple[float, float]:
         if self.maxima is None or self.maxima[0] != state.epoch:
@@ -175,10 +179,12 @@ class PrunedTopK:
             self.maxima = (state.epoch, prior_max, log_a_max)
         return self.maxima[1], self.maxima[2]
 
-    def rank(self, state, batch: PreparedBatch, k: int, n_active: int) -> list[PrunedResult | None]:
-        """Top-``k`` classes of every document of ``batch``, each with its exact log posterior to
-        within :data:`RELATIVE_BOUND`; ``None`` for a document whose unseen classes the bounds could not
-        rule out (a spec without a constant ``a_l``): the caller scores it with the dense pass."""
+    def rank(self, state, batch: PreparedBatch, k: int, active: np.ndarray,
+             want_scored: bool = False) -> list[PrunedResult | None]:
+        """Top-``k`` of the ``active`` classes for every document of ``batch``, each with its exact log
+        posterior to within :data:`RELATIVE_BOUND` (exactly the dense pass's where the kernel chose it:
+        too many classes met, or unseen classes not ruled out); the classes scored when ``want_scored``.
+        ``None`` only where nothing could be scored (defensive: the caller takes the dense pass)."""
         labels = self.labels
         derived = labels.class_terms(state)
         labels.refresh(state, batch.terms)
@@ -196,8 +202,10 @@ class PrunedTopK:
             index = self.index
             index.sync(state)
             log_a_max = math.log(constant)  # classes with counts; those without are scored explicitly
+        n_active = len(active)
         cut = margin(n_active)
-        acc, marked, touched, cand_ids, cand_scores = self.scratch
+        budget = max(n_active // BUDGET_DIVISOR, k)
+        acc, marked, touched, cand_ids, cand_scores, chosen = self.scratch
         top_ids, top_scores = np.empty(k, dtype=np.int64), np.empty(k)
         log_background = postings.log_background[batch.terms]
         bounds = np.searchsorted(batch.owner, np.arange(batch.n_docs + 1)).tolist()
@@ -205,68 +213,90 @@ class PrunedTopK:
         out: list[PrunedResult | None] = []
         for d in range(batch.n_docs):
             lo, hi = bounds[d], bounds[d + 1]
-            terms, weights = batch.terms[lo:hi], batch.weights[lo:hi]
-            n_hit, n_cand, threshold, read, length, smooth, unmet = pruned_candidates(
-                terms, weights, log_background[lo:hi], arena.start, arena.length, arena.cls, postings.weight,
-                self.term_max, derived.log_prior, derived.log_a, prior_max, log_a_max, cut, k, acc, marked,
-                touched, cand_ids, cand_scores, top_ids, top_scores)
+            dense, n_hit, n_cand, threshold, read, length, smooth, unmet, n_best, peak, total = pruned_candidates(
+                batch.terms[lo:hi], batch.weights[lo:hi], log_background[lo:hi], arena.start, arena.length,
+                arena.cls, postings.weight, self.term_max, derived.log_prior, derived.log_a, prior_max, log_a_max,
+                cut, k, budget, index is not None, active, acc, marked, touched, chosen, cand_ids, cand_scores,
+                top_ids, top_scores)
             counts["documents"] += 1
             counts["lists"] += hi - lo
             counts["lists_read"] += read
+            if dense:  # scored by the dense pass in the kernel: log posteriors already
+                clear_marks(touched, n_hit, marked)
+                counts["dense"] += 1
+                result = PrunedResult()
+                result.top = list(zip(top_ids[:n_best].tolist(), top_scores[:n_best].tolist()))
+                if want_scored:
+                    result.scored = list(zip(cand_ids[:n_cand].tolist(), cand_scores[:n_cand].tolist()))
+                out.append(result)
+                continue
             counts["candidates"] += n_cand
-            ids, scores = cand_ids[:n_cand].tolist(), cand_scores[:n_cand].tolist()
+            ids, scores = top_ids[:n_best].tolist(), top_scores[:n_best].tolist()  # the best k scored
             floor = threshold  # every class left out scores below it
-            explicit = None
-            mass = 0.0  # the closed-form mass of the classes without postings (constant a_l), times exp(-base)
-            base = -math.inf
-            if index is not None:
+            extra_ids, extra_scores = [], []
+            if index is not None:  # constant a_l: the classes without postings here, in closed form
                 for c in index.massless:  # a_l = 1: outside the closed form and the bound, scored explicitly
-                    ids.append(c)
-                    scores.append(((float(derived.log_prior[c]) + length * float(derived.log_a[c])) + smooth) + 0.0)
-                if read == hi - lo and unmet >= threshold:  # every list read: the classes met are all with postings
+                    extra_ids.append(c)
+                    extra_scores.append(((float(derived.log_prior[c]) + length * float(derived.log_a[c])) + smooth) + 0.0)
+                explicit = len(extra_ids)  # the others below are inside the closed-form mass: not summed twice
+                mass, base = 0.0, -math.inf
+                if unmet >= threshold:  # then every list was read: the classes met are all with postings
                     for c in index.massless:
                         marked[c] = True
-                    explicit = len(ids)  # the others below are inside the closed-form mass: not summed twice
                     others = index.best_excluding(marked, k)
-                    for c in others:
-                        ids.append(c)
-                        scores.append(((float(derived.log_prior[c]) + length * float(derived.log_a[c])) + smooth) + 0.0)
-                    met_power = sum_power(touched, n_hit, index.power_of) + sum(index.power_of[c] for c in index.massless)
-                    log_total = math.log(state.class_docs_total.value)
-                    rest = index.power_sum.value / math.exp(labels.theta * log_total) - met_power / math.exp(
-                        labels.theta * log_total)
-                    if rest > 0:
-                        mass, base = rest, (length * math.log(constant)) + smooth
                     for c in index.massless:
                         marked[c] = False
-                    if others:
-                        counts["candidates"] += len(others)
+                    for c in others:
+                        extra_ids.append(c)
+                        extra_scores.append(((float(derived.log_prior[c]) + length * float(derived.log_a[c])) + smooth) + 0.0)
+                    counts["candidates"] += len(others)
                     if len(others) == k:  # the classes after them in prior order score no more
-                        floor = max(floor, scores[-1])
-            elif unmet >= threshold:
-                clear_marks(touched, n_hit, marked)
+                        floor = max(floor, extra_scores[-1])
+                    met_power = sum_power(touched, n_hit, index.power_of) + sum(index.power_of[c] for c in index.massless)
+                    scale = math.exp(labels.theta * math.log(state.class_docs_total.value))
+                    rest = index.power_sum.value / scale - met_power / scale
+                    if rest > 0:
+                        mass, base = rest, (length * math.log(constant)) + smooth
+                if extra_ids:
+                    peak, total = _merge(peak, total, extra_scores[:explicit], mass, base)
+                    ids, scores = _best(ids + extra_ids, scores + extra_scores, k)
+                elif mass > 0:
+                    peak, total = _merge(peak, total, [], mass, base)
+            clear_marks(touched, n_hit, marked)
+            if len(ids) < min(k, n_active) or not total > 0:  # cannot happen with k < active classes; defensive
                 counts["dense"] += 1
                 out.append(None)
                 continue
-            clear_marks(touched, n_hit, marked)
-            result = PrunedResult()
-            if not ids:  # nothing scored (cannot happen with a learned class; defensive)
-                out.append(None)
-                continue
-            arr = np.array(scores[:explicit])
-            peak = float(arr.max()) if len(arr) else -math.inf
-            if mass > 0:
-                peak = max(peak, math.log(mass) + base)
-            total = float(np.exp(arr - peak).sum()) + (mass * math.exp(base - peak) if mass > 0 else 0.0)
             log_norm = peak + math.log(total)
-            order = sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))
-            seen = set()
-            for i in order:
-                if ids[i] in seen:  # a class both among the met and (never) the others: keep once
-                    continue
-                seen.add(ids[i])
-                result.scored.append((ids[i], scores[i] - log_norm))
-            result.top = result.scored[:k]
+            result = PrunedResult()
+            result.top = [(c, score - log_norm) for c, score in zip(ids, scores)]
+            if want_scored:
+                result.scored = [(c, score - log_norm) for c, score in zip(cand_ids[:n_cand].tolist(),
+                                                                              cand_scores[:n_cand].tolist())]
+                result.scored += [(c, score - log_norm) for c, score in zip(extra_ids, extra_scores)]
             result.floor = floor - log_norm
             out.append(result)
         return out
+
+
+def _merge(peak: float, total: float, scores: list, mass: float, base: float) -> tuple[float, float]:
+    """``(peak, sum exp(. - peak))`` of a normalizer with ``scores`` and ``mass * exp(base)`` added."""
+    new_peak = max([peak, *scores, (math.log(mass) + base) if mass > 0 else -math.inf])
+    total = total * math.exp(peak - new_peak) if total > 0 else 0.0
+    total += sum(math.exp(s - new_peak) for s in scores)
+    if mass > 0:
+        total += mass * math.exp(base - new_peak)
+    return new_peak, total
+
+
+def _best(ids: list, scores: list, k: int) -> tuple[list, list]:
+    """The best ``k`` (ties: lower id first), each class once."""
+    seen, out_ids, out_scores = set(), [], []
+    for score, c in sorted(zip(scores, ids), key=lambda sc: (-sc[0], sc[1])):
+        if c not in seen:
+            seen.add(c)
+            out_ids.append(c)
+            out_scores.append(score)
+            if len(out_ids) == k:
+                break
+    return out_ids, out_scores

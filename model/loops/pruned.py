@@ -88,23 +88,31 @@ def exact_matched(c, terms, weights, starts, lengths, posting_class, posting_wei
 
 @njit(cache=True, nogil=True)
 def pruned_candidates(terms, weights, log_background, starts, lengths, posting_class, posting_weight, term_max,
-                      log_prior, log_a, prior_max, log_a_max, margin, k, acc, marked, touched, cand_ids,
-                      cand_scores, top_ids, top_scores):  # pragma: no cover - compiled
+                      log_prior, log_a, prior_max, log_a_max, margin, k, budget, constant_a, active, acc, marked,
+                      touched, chosen, cand_ids, cand_scores, top_ids, top_scores):  # pragma: no cover - compiled
     """One document: exact scores of every class that may reach the threshold (MaxScore, term at a time).
 
     Terms are taken by decreasing upper bound ``u_n = w_n max_l w(l, n)``. While the
     classes not yet met could still reach the threshold (``prior_max + |w|_1 log_a_max
     + sum_n w_n log p_b(n)`` plus the ``u_n`` of the terms left), a term's whole list is
-    accumulated (partial sums are lower bounds: every ``w(l, n) >= 0``); after that the
-    remaining lists are read only for the classes met, by binary search. The threshold is
-    ``min(k-th best, best - margin)`` of the lower bounds and exact scores so far. A class
-    met gets its exact score (document order, as the dense kernel) when its bound reaches
-    the threshold.
+    accumulated (partial sums are lower bounds: every ``w(l, n) >= 0``); the lists left
+    are then read only for the classes met whose bound reaches the threshold
+    ``min(k-th best, best - margin)`` of the lower bounds. Those classes get their exact
+    score in the dense kernel's order (document order): by binary search per term when
+    they are few, else by one walk of the document's lists.
 
-    Returns ``(classes met, candidates, threshold, terms accumulated, |w|_1, smooth,
-    bound of the classes never met)``; ``cand_ids/cand_scores[:candidates]`` hold the exact
-    scores, ``touched[:classes met]`` the classes met, still flagged in ``marked``
-    (:func:`clear_marks` resets them); ``acc`` is left all zero.
+    The dense pass instead (:func:`dense_topk`, in this call): when the next list could
+    take the classes met past ``budget`` (pruning cannot pay; at most ``budget`` postings
+    were read in vain), and when ``a_l`` is not ``constant_a`` and the classes never met
+    cannot be ruled out. Then ``cand_ids/cand_scores[:candidates]`` are every ``active``
+    class and its log posterior, ``top_ids/top_scores`` the best ``k`` of them.
+
+    Returns ``(dense or not, classes met, candidates, threshold, terms accumulated, |w|_1,
+    smooth, bound of the classes never met, top found, peak score, sum of exp(score - peak))``;
+    ``cand_ids/cand_scores[:candidates]`` hold the exact scores, ``top_ids/top_scores``
+    the best ``k`` of them (ties: lower class id first), ``touched[:classes met]`` the
+    classes met, still flagged in ``marked`` (:func:`clear_marks` resets them); ``acc``
+    and ``chosen`` are left all zero.
     """
     m = terms.shape[0]
     length = 0.0
@@ -124,6 +132,7 @@ def pruned_candidates(terms, weights, log_background, starts, lengths, posting_c
     n_top = 0
     n_hit = 0
     done = 0
+    postings = 0
     while done < m:
         theta = _threshold(top_scores, n_top, k, margin)
         if unmet + rest[done] + slack < theta:  # no class outside the lists read can reach it
@@ -131,6 +140,13 @@ def pruned_candidates(terms, weights, log_background, starts, lengths, posting_c
         j = order[done]
         w = weights[j]
         t = terms[j]
+        if n_hit + lengths[t] > budget:  # this list might take the classes met past the budget: stop before it
+            for i in range(n_hit):
+                acc[touched[i]] = 0.0
+            n_best = dense_topk(terms, weights, length, smooth, starts, lengths, posting_class, posting_weight,
+                                active, log_prior, log_a, k, acc, cand_ids, cand_scores, top_ids, top_scores)
+            return True, n_hit, active.shape[0], -np.inf, done, length, smooth, np.inf, n_best, 0.0, 1.0
+        postings += lengths[t]
         for p in range(starts[t], starts[t] + lengths[t]):
             c = posting_class[p]
             if not marked[c]:
@@ -142,22 +158,123 @@ def pruned_candidates(terms, weights, log_background, starts, lengths, posting_c
             n_top = _offer(c, acc[c], top_ids, top_scores, n_top, k)
         done += 1
     left = rest[done]
+    theta = _threshold(top_scores, n_top, k, margin)
+    if not constant_a and unmet + left + slack >= theta:  # the classes never met are not ruled out
+        for i in range(n_hit):
+            acc[touched[i]] = 0.0
+        n_best = dense_topk(terms, weights, length, smooth, starts, lengths, posting_class, posting_weight,
+                            active, log_prior, log_a, k, acc, cand_ids, cand_scores, top_ids, top_scores)
+        return True, n_hit, active.shape[0], -np.inf, done, length, smooth, np.inf, n_best, 0.0, 1.0
     n_cand = 0
     for i in range(n_hit):
         c = touched[i]
         upper = acc[c] + left
         acc[c] = 0.0
-        if upper + slack < _threshold(top_scores, n_top, k, margin):
-            continue
-        score = ((log_prior[c] + length * log_a[c]) + smooth) + exact_matched(
-            c, terms, weights, starts, lengths, posting_class, posting_weight)
-        cand_ids[n_cand] = c
-        cand_scores[n_cand] = score
-        n_cand += 1
+        if upper + slack >= theta:
+            cand_ids[n_cand] = c
+            n_cand += 1
+    all_postings = postings
+    for i in range(done, m):
+        all_postings += lengths[terms[order[i]]]
+    if n_cand * m * 8 < all_postings:  # few candidates: binary search in each list
+        for i in range(n_cand):
+            c = cand_ids[i]
+            cand_scores[i] = ((log_prior[c] + length * log_a[c]) + smooth) + exact_matched(
+                c, terms, weights, starts, lengths, posting_class, posting_weight)
+    else:  # many: one walk of the lists in document order, summing for the candidates only
+        for i in range(n_cand):
+            chosen[cand_ids[i]] = True
+        for j in range(m):
+            w = weights[j]
+            t = terms[j]
+            for p in range(starts[t], starts[t] + lengths[t]):
+                c = posting_class[p]
+                if chosen[c]:
+                    acc[c] += w * posting_weight[p]
+        for i in range(n_cand):
+            c = cand_ids[i]
+            cand_scores[i] = ((log_prior[c] + length * log_a[c]) + smooth) + acc[c]
+            acc[c] = 0.0
+            chosen[c] = False
+    # the exact top k (ties: lower id), the threshold they give, and the normalizer's part
+    n_best = 0
+    peak = -np.inf
+    for i in range(n_cand):
+        c = cand_ids[i]
+        score = cand_scores[i]
         n_top = _offer(c, score, top_ids, top_scores, n_top, k)
+        if score > peak:
+            peak = score
     theta = _threshold(top_scores, n_top, k, margin)
-    # classes never met: bounded by unmet + the lists not accumulated (only unmet once all were)
-    return n_hit, n_cand, theta - slack, done, length, smooth, unmet + left
+    total = 0.0
+    for i in range(n_cand):
+        total += np.exp(cand_scores[i] - peak)
+        c = cand_ids[i]
+        score = cand_scores[i]
+        if n_best < k or score > top_scores[n_best - 1] or (score == top_scores[n_best - 1] and c < top_ids[n_best - 1]):
+            at = n_best if n_best < k else k - 1
+            while at > 0 and (score > top_scores[at - 1] or (score == top_scores[at - 1] and c < top_ids[at - 1])):
+                if at < k:
+                    top_scores[at] = top_scores[at - 1]
+                    top_ids[at] = top_ids[at - 1]
+                at -= 1
+            top_scores[at] = score
+            top_ids[at] = c
+            if n_best < k:
+                n_best += 1
+    # classes never met: bounded by unmet + the lists not accumulated
+    return False, n_hit, n_cand, theta - slack, done, length, smooth, unmet + left, n_best, peak, total
+
+
+@njit(cache=True, nogil=True)
+def dense_topk(terms, weights, length, smooth, starts, lengths, posting_class, posting_weight, active, log_prior,
+               log_a, k, acc, out_ids, out_log_post, top_ids, top_log_post):  # pragma: no cover - compiled
+    """One document by the dense pass: every ``active`` class's log posterior (``out_*``) and the best ``k``.
+
+    The operations of :func:`model.loops.scoring.dense_log_posterior` in its order (the postings
+    summed per class in document order from zero, the normalizer over ``active`` in order), so the
+    values are its values; the best ``k`` by value, ties by lower position (class id), as
+    :func:`model.base.top_k_indices`. ``acc`` is all zero on entry and left so. Returns how many.
+    """
+    m = terms.shape[0]
+    for j in range(m):
+        w = weights[j]
+        t = terms[j]
+        for p in range(starts[t], starts[t] + lengths[t]):
+            acc[posting_class[p]] += w * posting_weight[p]
+    n_active = active.shape[0]
+    peak = -np.inf
+    for j in range(n_active):
+        c = active[j]
+        score = ((log_prior[c] + length * log_a[c]) + smooth) + acc[c]
+        out_ids[j] = c
+        out_log_post[j] = score
+        if score > peak:
+            peak = score
+    total = 0.0
+    for j in range(n_active):
+        total += np.exp(out_log_post[j] - peak)
+    log_norm = peak + np.log(total)
+    n_best = 0
+    for j in range(n_active):
+        value = out_log_post[j] - log_norm
+        out_log_post[j] = value
+        if n_best < k or value > top_log_post[n_best - 1]:  # equal values keep the lower position
+            at = n_best if n_best < k else k - 1
+            while at > 0 and value > top_log_post[at - 1]:
+                if at < k:
+                    top_log_post[at] = top_log_post[at - 1]
+                    top_ids[at] = top_ids[at - 1]
+                at -= 1
+            top_log_post[at] = value
+            top_ids[at] = out_ids[j]
+            if n_best < k:
+                n_best += 1
+    for j in range(m):
+        t = terms[j]
+        for p in range(starts[t], starts[t] + lengths[t]):
+            acc[posting_class[p]] = 0.0
+    return n_best
 
 
 @njit(cache=True, nogil=True)
