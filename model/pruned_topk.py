@@ -204,7 +204,7 @@ class PrunedTopK:
             log_a_max = math.log(constant)  # classes with counts; those without are scored explicitly
         n_active = len(active)
         cut = margin(n_active)
-        budget = max(n_active // BUDGET_DIVISOR, k)
+        budget = max(n_active // BUDGET_DIVISOR, k) if BUDGET_DIVISOR > 1 else 2**62  # 1: no budget (tests)
         acc, marked, touched, cand_ids, cand_scores, chosen = self.scratch
         top_ids, top_scores = np.empty(k, dtype=np.int64), np.empty(k)
         log_background = postings.log_background[batch.terms]
