@@ -50,8 +50,10 @@ from sortedcontainers import SortedList
 
 from .arrays import CompensatedSum, grow
 from .batch import PreparedBatch
-from .loops.pruned import clear_marks, pruned_candidates, sum_power, term_maxima
+from .loops.pruned import clear_marks, pruned_candidates, term_maxima
 
+_NONE = np.zeros(0, dtype=np.int64)
+_ZERO = np.zeros(1)
 #: Margin beyond log N (nats): the mass left out is below ``e^-MARGIN_NATS`` of the normalizer.
 MARGIN_NATS = 40.0
 #: The pruned path gives up (and the dense pass scores the document) once a document has met more than
@@ -211,92 +213,43 @@ class PrunedTopK:
         bounds = np.searchsorted(batch.owner, np.arange(batch.n_docs + 1)).tolist()
         counts = self.counts
         out: list[PrunedResult | None] = []
+        if index is not None:
+            massless = np.array(sorted(index.massless), dtype=np.int64)
+            power_of = index.power_of
+            inv_scale = math.exp(-labels.theta * math.log(state.class_docs_total.value))
+            power_total = index.power_sum.value * inv_scale
+            log_constant = math.log(constant)
+        else:
+            massless, power_of, inv_scale, power_total, log_constant = _NONE, _ZERO, 0.0, 0.0, 0.0
         for d in range(batch.n_docs):
             lo, hi = bounds[d], bounds[d + 1]
-            dense, n_hit, n_cand, threshold, read, length, smooth, unmet, n_best, peak, total = pruned_candidates(
-                batch.terms[lo:hi], batch.weights[lo:hi], log_background[lo:hi], arena.start, arena.length,
+            terms = batch.terms[lo:hi]
+            dense, n_hit, n_cand, floor, read, closed, log_norm, n_best, length, smooth = pruned_candidates(
+                terms, batch.weights[lo:hi], log_background[lo:hi], arena.start, arena.length,
                 arena.cls, postings.weight, self.term_max, derived.log_prior, derived.log_a, prior_max, log_a_max,
-                cut, k, budget, index is not None, active, acc, marked, touched, chosen, cand_ids, cand_scores,
-                top_ids, top_scores)
+                cut, k, budget, index is not None, massless, power_of, power_total, inv_scale, log_constant, active,
+                acc, marked, touched, chosen, cand_ids, cand_scores, top_ids, top_scores)
             counts["documents"] += 1
             counts["lists"] += hi - lo
             counts["lists_read"] += read
-            if dense:  # scored by the dense pass in the kernel: log posteriors already
-                clear_marks(touched, n_hit, marked)
-                counts["dense"] += 1
-                result = PrunedResult()
-                result.top = list(zip(top_ids[:n_best].tolist(), top_scores[:n_best].tolist()))
-                if want_scored:
-                    result.scored = list(zip(cand_ids[:n_cand].tolist(), cand_scores[:n_cand].tolist()))
-                out.append(result)
-                continue
-            counts["candidates"] += n_cand
-            ids, scores = top_ids[:n_best].tolist(), top_scores[:n_best].tolist()  # the best k scored
-            floor = threshold  # every class left out scores below it
-            extra_ids, extra_scores = [], []
-            if index is not None:  # constant a_l: the classes without postings here, in closed form
-                for c in index.massless:  # a_l = 1: outside the closed form and the bound, scored explicitly
-                    extra_ids.append(c)
-                    extra_scores.append(((float(derived.log_prior[c]) + length * float(derived.log_a[c])) + smooth) + 0.0)
-                explicit = len(extra_ids)  # the others below are inside the closed-form mass: not summed twice
-                mass, base = 0.0, -math.inf
-                if unmet >= threshold:  # then every list was read: the classes met are all with postings
-                    for c in index.massless:
-                        marked[c] = True
-                    others = index.best_excluding(marked, k)
-                    for c in index.massless:
-                        marked[c] = False
-                    for c in others:
-                        extra_ids.append(c)
-                        extra_scores.append(((float(derived.log_prior[c]) + length * float(derived.log_a[c])) + smooth) + 0.0)
-                    counts["candidates"] += len(others)
-                    if len(others) == k:  # the classes after them in prior order score no more
-                        floor = max(floor, extra_scores[-1])
-                    met_power = sum_power(touched, n_hit, index.power_of) + sum(index.power_of[c] for c in index.massless)
-                    scale = math.exp(labels.theta * math.log(state.class_docs_total.value))
-                    rest = index.power_sum.value / scale - met_power / scale
-                    if rest > 0:
-                        mass, base = rest, (length * math.log(constant)) + smooth
-                if extra_ids:
-                    peak, total = _merge(peak, total, extra_scores[:explicit], mass, base)
-                    ids, scores = _best(ids + extra_ids, scores + extra_scores, k)
-                elif mass > 0:
-                    peak, total = _merge(peak, total, [], mass, base)
-            clear_marks(touched, n_hit, marked)
-            if len(ids) < min(k, n_active) or not total > 0:  # cannot happen with k < active classes; defensive
-                counts["dense"] += 1
-                out.append(None)
-                continue
-            log_norm = peak + math.log(total)
+            counts["dense" if dense else "candidates"] += 1 if dense else n_cand
             result = PrunedResult()
-            result.top = [(c, score - log_norm) for c, score in zip(ids, scores)]
+            top = list(zip(top_ids[:n_best].tolist(), top_scores[:n_best].tolist()))
             if want_scored:
-                result.scored = [(c, score - log_norm) for c, score in zip(cand_ids[:n_cand].tolist(),
-                                                                              cand_scores[:n_cand].tolist())]
-                result.scored += [(c, score - log_norm) for c, score in zip(extra_ids, extra_scores)]
-            result.floor = floor - log_norm
+                result.scored = list(zip(cand_ids[:n_cand].tolist(), cand_scores[:n_cand].tolist()))
+            if closed:  # the best classes without postings here, by prior (their scores rank as their priors)
+                others = index.best_excluding(marked, k)
+                counts["candidates"] += len(others)
+                extra = [(c, (((float(derived.log_prior[c]) + length * float(derived.log_a[c])) + smooth) + 0.0)
+                          - log_norm) for c in others]
+                if len(others) == k:  # the classes after them in prior order score no more
+                    floor = max(floor, extra[-1][1])
+                top = sorted(top + extra, key=lambda pair: (-pair[1], pair[0]))[:k]
+                if want_scored:
+                    result.scored += extra
+            clear_marks(touched, n_hit, marked)
+            result.top = top
+            result.floor = floor
             out.append(result)
         return out
 
-
-def _merge(peak: float, total: float, scores: list, mass: float, base: float) -> tuple[float, float]:
-    """``(peak, sum exp(. - peak))`` of a normalizer with ``scores`` and ``mass * exp(base)`` added."""
-    new_peak = max([peak, *scores, (math.log(mass) + base) if mass > 0 else -math.inf])
-    total = total * math.exp(peak - new_peak) if total > 0 else 0.0
-    total += sum(math.exp(s - new_peak) for s in scores)
-    if mass > 0:
-        total += mass * math.exp(base - new_peak)
-    return new_peak, total
-
-
-def _best(ids: list, scores: list, k: int) -> tuple[list, list]:
-    """The best ``k`` (ties: lower id first), each class once."""
-    seen, out_ids, out_scores = set(), [], []
-    for score, c in sorted(zip(scores, ids), key=lambda sc: (-sc[0], sc[1])):
-        if c not in seen:
-            seen.add(c)
-            out_ids.append(c)
-            out_scores.append(score)
-            if len(out_ids) == k:
-                break
-    return out_ids, out_scores

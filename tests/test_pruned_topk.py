@@ -127,6 +127,25 @@ def test_small_margins_prune_within_their_bound(config, op_list, queries, k, mar
     assert_same_ranking(*paths(model, queries, k, None, 1, margin_nats), margin_nats)
 
 
+WIDE_VOCAB = [f"v{i}" for i in range(40)]
+wide_documents = st.dictionaries(st.sampled_from(WIDE_VOCAB), counts, min_size=1, max_size=8)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs(), st.lists(st.tuples(wide_documents, st.integers(0, 39)), min_size=20, max_size=120),
+       st.lists(wide_documents, min_size=1, max_size=4), st.integers(1, 5), st.sampled_from([0.5, 2.0, 5.0]))
+def test_many_labels_small_margins_prune_within_their_bound(config, items, queries, k, margin_nats):
+    """Up to 40 labels over 40 words: documents meet some labels and not others, so classes are left
+    out by their bounds; the labels stay exact and each posterior within the margin's bound."""
+    spec, params, half_life, multilabel = config
+    model = MNB(spec, half_life=half_life, **params)
+    for i, (doc, label) in enumerate(items):
+        model.learn_one(doc, f"l{label}", ts=float(i), id=f"d{i}")
+    if k >= len(model.classes_):
+        return
+    assert_same_ranking(*paths(model, queries, k, None, 1, margin_nats), margin_nats)
+
+
 def many_classes_model(spec: str, n: int, **params) -> MNB:
     """``n`` classes: each has its own word and shares "common" (a word in every list)."""
     model = MNB(spec, **params)

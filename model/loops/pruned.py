@@ -88,8 +88,9 @@ def exact_matched(c, terms, weights, starts, lengths, posting_class, posting_wei
 
 @njit(cache=True, nogil=True)
 def pruned_candidates(terms, weights, log_background, starts, lengths, posting_class, posting_weight, term_max,
-                      log_prior, log_a, prior_max, log_a_max, margin, k, budget, constant_a, active, acc, marked,
-                      touched, chosen, cand_ids, cand_scores, top_ids, top_scores):  # pragma: no cover - compiled
+                      log_prior, log_a, prior_max, log_a_max, margin, k, budget, constant_a, massless, power_of,
+                      power_total, inv_power_scale, log_constant, active, acc, marked, touched, chosen, cand_ids,
+                      cand_scores, top_ids, top_scores):  # pragma: no cover - compiled
     """One document: exact scores of every class that may reach the threshold (MaxScore, term at a time).
 
     Terms are taken by decreasing upper bound ``u_n = w_n max_l w(l, n)``. While the
@@ -101,18 +102,26 @@ def pruned_candidates(terms, weights, log_background, starts, lengths, posting_c
     score in the dense kernel's order (document order): by binary search per term when
     they are few, else by one walk of the document's lists.
 
-    The dense pass instead (:func:`dense_topk`, in this call): when the next list could
-    take the classes met past ``budget`` (pruning cannot pay; at most ``budget`` postings
-    were read in vain), and when ``a_l`` is not ``constant_a`` and the classes never met
-    cannot be ruled out. Then ``cand_ids/cand_scores[:candidates]`` are every ``active``
-    class and its log posterior, ``top_ids/top_scores`` the best ``k`` of them.
+    When ``a_l`` is not ``constant_a`` and the bound of the classes never met does not
+    rule them out, they are settled one by one: a compiled pass over the ``active``
+    labels (their score is ``base(l) + S``; no postings, no ``exp``) keeps those that
+    reach the threshold. The dense pass instead (:func:`dense_topk`, in this call): when
+    the next list could take the classes met past ``budget`` (pruning cannot pay; at
+    most ``budget`` postings were read in vain). Then ``cand_ids/cand_scores[:candidates]``
+    are every ``active`` class and its log posterior, ``top_ids/top_scores`` the best ``k``.
 
-    Returns ``(dense or not, classes met, candidates, threshold, terms accumulated, |w|_1,
-    smooth, bound of the classes never met, top found, peak score, sum of exp(score - peak))``;
-    ``cand_ids/cand_scores[:candidates]`` hold the exact scores, ``top_ids/top_scores``
-    the best ``k`` of them (ties: lower class id first), ``touched[:classes met]`` the
-    classes met, still flagged in ``marked`` (:func:`clear_marks` resets them); ``acc``
-    and ``chosen`` are left all zero.
+    With a ``constant_a`` (Jelinek-Mercer), the classes without counts (``massless``,
+    ``a_l = 1``) are scored explicitly, and when the classes never met are not ruled out
+    their mass enters the normalizer in closed form: ``power_of[l] = N(l)**theta``,
+    ``power_total = sum_l p(l)**theta``, ``inv_power_scale = (sum_l N(l))**-theta``,
+    ``log_constant = log a``; the caller adds the best of them (by prior) to the top.
+
+    Returns ``(dense or not, classes met, candidates, log posterior threshold, terms
+    accumulated, closed form used, log normalizer, top found, |w|_1, S)``: every class left out has
+    a log posterior below the threshold; ``cand_ids/cand_scores[:candidates]`` hold the
+    classes scored and their log posteriors, ``top_ids/top_scores`` the best ``k`` of them
+    (ties: lower class id first), ``touched[:classes met]`` the classes met, still flagged
+    in ``marked`` (:func:`clear_marks` resets them); ``acc`` and ``chosen`` are left zero.
     """
     m = terms.shape[0]
     length = 0.0
@@ -145,7 +154,7 @@ def pruned_candidates(terms, weights, log_background, starts, lengths, posting_c
                 acc[touched[i]] = 0.0
             n_best = dense_topk(terms, weights, length, smooth, starts, lengths, posting_class, posting_weight,
                                 active, log_prior, log_a, k, acc, cand_ids, cand_scores, top_ids, top_scores)
-            return True, n_hit, active.shape[0], -np.inf, done, length, smooth, np.inf, n_best, 0.0, 1.0
+            return True, n_hit, active.shape[0], -np.inf, done, False, 0.0, n_best, length, smooth
         postings += lengths[t]
         for p in range(starts[t], starts[t] + lengths[t]):
             c = posting_class[p]
@@ -158,13 +167,10 @@ def pruned_candidates(terms, weights, log_background, starts, lengths, posting_c
             n_top = _offer(c, acc[c], top_ids, top_scores, n_top, k)
         done += 1
     left = rest[done]
+    if n_hit == active.shape[0]:  # every class met: none is left to the unmet bound, only the lists left
+        unmet = -np.inf
     theta = _threshold(top_scores, n_top, k, margin)
-    if not constant_a and unmet + left + slack >= theta:  # the classes never met are not ruled out
-        for i in range(n_hit):
-            acc[touched[i]] = 0.0
-        n_best = dense_topk(terms, weights, length, smooth, starts, lengths, posting_class, posting_weight,
-                            active, log_prior, log_a, k, acc, cand_ids, cand_scores, top_ids, top_scores)
-        return True, n_hit, active.shape[0], -np.inf, done, length, smooth, np.inf, n_best, 0.0, 1.0
+    scan = not constant_a and unmet + left + slack >= theta  # the classes never met are not ruled out
     n_cand = 0
     for i in range(n_hit):
         c = touched[i]
@@ -196,34 +202,74 @@ def pruned_candidates(terms, weights, log_background, starts, lengths, posting_c
             cand_scores[i] = ((log_prior[c] + length * log_a[c]) + smooth) + acc[c]
             acc[c] = 0.0
             chosen[c] = False
-    # the exact top k (ties: lower id), the threshold they give, and the normalizer's part
-    n_best = 0
+    if scan:  # every list was read (else the bound held): a class never met scores base(l) + S, exactly
+        for i in range(n_cand):
+            n_top = _offer(cand_ids[i], cand_scores[i], top_ids, top_scores, n_top, k)
+        theta = _threshold(top_scores, n_top, k, margin)
+        for j in range(active.shape[0]):  # one compiled pass over the labels, no postings, no exp
+            c = active[j]
+            if not marked[c]:
+                score = ((log_prior[c] + length * log_a[c]) + smooth) + 0.0
+                if score + slack >= theta:
+                    cand_ids[n_cand] = c
+                    cand_scores[n_cand] = score
+                    n_cand += 1
+                    n_top = _offer(c, score, top_ids, top_scores, n_top, k)
+                    theta = _threshold(top_scores, n_top, k, margin)
+        unmet = -np.inf  # settled class by class
+    if constant_a:  # classes without counts (a_l = 1, outside the closed form): scored explicitly
+        for i in range(massless.shape[0]):
+            c = massless[i]
+            if not marked[c]:
+                marked[c] = True
+                touched[n_hit] = c
+                n_hit += 1
+                cand_ids[n_cand] = c
+                cand_scores[n_cand] = ((log_prior[c] + length * log_a[c]) + smooth) + 0.0
+                n_cand += 1
     peak = -np.inf
     for i in range(n_cand):
-        c = cand_ids[i]
-        score = cand_scores[i]
-        n_top = _offer(c, score, top_ids, top_scores, n_top, k)
-        if score > peak:
-            peak = score
+        n_top = _offer(cand_ids[i], cand_scores[i], top_ids, top_scores, n_top, k)
+        if cand_scores[i] > peak:
+            peak = cand_scores[i]
     theta = _threshold(top_scores, n_top, k, margin)
+    closed = constant_a and unmet + left + slack >= theta  # then every list was read (else the bound held)
+    unseen = 0.0
+    closed_base = -np.inf
+    if closed:  # the classes without postings here: (sum_l p(l)**theta - sum_met) a**|w|_1 exp(S)
+        met_power = 0.0
+        for i in range(n_hit):
+            met_power += power_of[touched[i]]
+        unseen = power_total - met_power * inv_power_scale
+        if unseen > 0.0:
+            closed_base = (length * log_constant) + smooth
+            peak = max(peak, np.log(unseen) + closed_base)
+    # the normalizer in class-id order, as the dense kernel sums (the classes left out are below its last bit)
+    by_id = np.argsort(cand_ids[:n_cand])
     total = 0.0
     for i in range(n_cand):
-        total += np.exp(cand_scores[i] - peak)
+        total += np.exp(cand_scores[by_id[i]] - peak)
+    if unseen > 0.0:
+        total += unseen * np.exp(closed_base - peak)
+    log_norm = peak + np.log(total)
+    # the best k by log posterior (the dense pass ranks those), ties: lower id
+    n_best = 0
+    for i in range(n_cand):
         c = cand_ids[i]
-        score = cand_scores[i]
-        if n_best < k or score > top_scores[n_best - 1] or (score == top_scores[n_best - 1] and c < top_ids[n_best - 1]):
+        value = cand_scores[i] - log_norm
+        cand_scores[i] = value
+        if n_best < k or value > top_scores[n_best - 1] or (value == top_scores[n_best - 1] and c < top_ids[n_best - 1]):
             at = n_best if n_best < k else k - 1
-            while at > 0 and (score > top_scores[at - 1] or (score == top_scores[at - 1] and c < top_ids[at - 1])):
+            while at > 0 and (value > top_scores[at - 1] or (value == top_scores[at - 1] and c < top_ids[at - 1])):
                 if at < k:
                     top_scores[at] = top_scores[at - 1]
                     top_ids[at] = top_ids[at - 1]
                 at -= 1
-            top_scores[at] = score
+            top_scores[at] = value
             top_ids[at] = c
             if n_best < k:
                 n_best += 1
-    # classes never met: bounded by unmet + the lists not accumulated
-    return False, n_hit, n_cand, theta - slack, done, length, smooth, unmet + left, n_best, peak, total
+    return False, n_hit, n_cand, theta - slack - log_norm, done, closed, log_norm, n_best, length, smooth
 
 
 @njit(cache=True, nogil=True)
@@ -281,12 +327,3 @@ def dense_topk(terms, weights, length, smooth, starts, lengths, posting_class, p
 def clear_marks(touched, n_hit, marked):  # pragma: no cover - compiled
     for i in range(n_hit):
         marked[touched[i]] = False
-
-
-@njit(cache=True, nogil=True)
-def sum_power(ids, n, power):  # pragma: no cover - compiled
-    """``sum power[ids[:n]]``: the prior mass ``N(l)**theta`` of the classes met."""
-    total = 0.0
-    for i in range(n):
-        total += power[ids[i]]
-    return total
