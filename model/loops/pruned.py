@@ -106,8 +106,9 @@ def pruned_candidates(terms, weights, log_background, starts, lengths, posting_c
     rule them out, they are settled one by one: a compiled pass over the ``active``
     labels (their score is ``base(l) + S``; no postings, no ``exp``) keeps those that
     reach the threshold. The dense pass instead (:func:`dense_topk`, in this call): when
-    the next list could take the classes met past ``budget`` (pruning cannot pay; at
-    most ``budget`` postings were read in vain). Then ``cand_ids/cand_scores[:candidates]``
+    the next list could take the classes met past ``budget``, or the candidates pass it
+    (pruning cannot pay: the certified margin keeps most labels; at most ``budget``
+    postings or classes were read in vain). Then ``cand_ids/cand_scores[:candidates]``
     are every ``active`` class and its log posterior, ``top_ids/top_scores`` the best ``k``.
 
     With a ``constant_a`` (Jelinek-Mercer), the classes without counts (``massless``,
@@ -211,6 +212,11 @@ def pruned_candidates(terms, weights, log_background, starts, lengths, posting_c
             if not marked[c]:
                 score = ((log_prior[c] + length * log_a[c]) + smooth) + 0.0
                 if score + slack >= theta:
+                    if n_cand >= budget:  # most labels are within the margin: the dense pass pays
+                        n_best = dense_topk(terms, weights, length, smooth, starts, lengths, posting_class,
+                                            posting_weight, active, log_prior, log_a, k, acc, cand_ids,
+                                            cand_scores, top_ids, top_scores)
+                        return True, n_hit, active.shape[0], -np.inf, done, False, 0.0, n_best, length, smooth
                     cand_ids[n_cand] = c
                     cand_scores[n_cand] = score
                     n_cand += 1
