@@ -157,7 +157,7 @@ def many_classes_model(spec: str, n: int, **params) -> MNB:
 @pytest.mark.parametrize("spec, params", [("u_jm", {"beta": 0.5}),
                                           ("uc_pd_jm_dp", {"beta": 0.3, "mu": 5.0, "delta": 0.5, "ups": 0.2})])
 def test_many_classes_take_the_pruned_path_and_skip_lists(spec, params):
-    n = mnb_module.PRUNED_TOPK_MIN_CLASSES * 2
+    n = max(mnb_module.PRUNED_TOPK_MIN_CLASSES, 1024)
     model = many_classes_model(spec, n, **params)
     assert model.uses_pruned_topk(5) and not model.uses_pruned_topk(n // 4)
     # six classes far ahead (the k-th best too), "common" in every list: its bound keeps the rest out
@@ -174,7 +174,7 @@ def test_many_classes_take_the_pruned_path_and_skip_lists(spec, params):
 
 
 def test_a_document_meeting_too_many_classes_takes_the_dense_pass():
-    n = mnb_module.PRUNED_TOPK_MIN_CLASSES * 2
+    n = max(mnb_module.PRUNED_TOPK_MIN_CLASSES, 1024)
     model = many_classes_model("u_jm", n, beta=0.5)
     query = {"common": 1.0, "own3": 1.0}  # "common" is in every list: more than the budget
     got = model.predict_topk(query, 5)
