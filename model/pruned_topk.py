@@ -13,33 +13,39 @@ threshold ``min(kth, best - margin)``, ``margin = log N + 40``. Then
 
 * the top ``k`` labels are exact: every class left out scores below the ``k``-th best, strictly,
   and the scores computed are the dense kernel's to the last bit (same operations, same order:
-  :func:`model.loops.pruned.exact_matched`), so ties break the same way (lower class id first);
+  :func:`model.loops.pruned.exact_matched`; the normalizer summed in class-id order; the top ``k``
+  ranked on the log posteriors), so ties break the same way (lower class id first);
 * the normalizer ``Z = sum_l exp(score(l))`` is computed over the classes scored, ``Z' = Z - R``,
   where the left-out mass ``R < N exp(best - margin) = exp(best) e^-40 <= Z e^-40``. Each
   reported posterior ``p' = exp(score - log Z')`` therefore satisfies
 
       p <= p' <= p / (1 - e^-40),  i.e.  0 <= p' / p - 1 < e^-40 / (1 - e^-40) < 4.3e-18 < 2^-52,
 
-  below the rounding of the dense sum itself (:data:`RELATIVE_BOUND`; the property tests check it
-  with room for that rounding).
+  below the rounding of the dense sum itself (:data:`RELATIVE_BOUND`; the property tests check it,
+  and the same inequality for small margins where classes are left out, with room for rounding).
 
 **What each piece costs.** Per model epoch (after an update), shared with the dense kernel: the
 per-class arrays ``theta log p(l)`` and ``log a_l`` (:meth:`model.label_model.LabelModel.class_terms`,
 one compiled pass over the labels) and, here, their maxima over the active labels (one numpy pass).
 Per document: the posting refresh and the term maxima of its stale terms (as the dense kernel), the
 lists of the terms whose bounds are needed to keep unseen classes below the threshold (term at a
-time, in decreasing ``w_n max w(., n)``), a binary search per (candidate, term) for the classes that
-may reach the threshold, and ``O(k)`` per posting for the running threshold; no pass over the labels.
-The classes without any posting among the document's terms (their score is ``base(l) + S``):
+time, in decreasing ``w_n max w(., n)``), ``O(k)`` per posting read for the running threshold, and
+for the classes that may reach it a binary search per term (few) or one walk of the document's lists
+(many). The classes without any posting among the document's terms (their score is ``base(l) + S``):
 
 * Jelinek-Mercer-only specs (``a_l = beta`` for every class with counts): their mass has a closed
   form, ``(sum_l p(l)**theta - sum_met p(l)**theta) beta**|w|_1 exp(S)``, and the best of them come
   from the prior-ordered index (:class:`PriorIndex`, kept up to date from the classes an update
   touched): ``O(k)`` steps down the prior order; classes without counts (``a_l = 1``) are scored
-  explicitly (usually none).
-* Other specs: they are bounded by ``prior_max + |w|_1 log_a_max + S``; when that bound cannot be
-  certified below the threshold (short documents, or a label with ``a_l`` near 1), the document takes
-  the dense pass. Grouping labels by ``a_l`` would tighten it; not done.
+  explicitly (usually none). No pass over the labels.
+* Other specs: they are bounded by ``prior_max + |w|_1 log_a_max + S`` (the per-epoch maxima); when
+  that does not rule them out, one compiled pass over the labels settles them one by one (no
+  postings, no ``exp`` below the threshold). Their mass is a power sum in ``|w|_1`` over the labels,
+  with no closed form; grouping labels by ``a_l`` would tighten the bound, not remove the pass.
+
+A document that meets more than ``N / BUDGET_DIVISOR`` labels, or keeps that many within the
+threshold, is scored by the dense pass inside the kernel (:func:`model.loops.pruned.dense_topk`):
+the certified margin then keeps most labels, and the dense pass scores them faster.
 """
 from __future__ import annotations
 
