@@ -56,7 +56,7 @@ from sortedcontainers import SortedList
 
 from .arrays import CompensatedSum, grow
 from .batch import PreparedBatch
-from .loops.pruned import clear_marks, pruned_candidates, term_maxima
+from .loops.pruned import best_unmarked, clear_marks, pruned_candidates, term_maxima
 
 _NONE = np.zeros(0, dtype=np.int64)
 _ZERO = np.zeros(1)
@@ -243,13 +243,12 @@ class PrunedTopK:
             top = list(zip(top_ids[:n_best].tolist(), top_scores[:n_best].tolist()))
             if want_scored:
                 result.scored = list(zip(cand_ids[:n_cand].tolist(), cand_scores[:n_cand].tolist()))
-            if closed:  # the best classes without postings here, by prior (their scores rank as their priors)
-                others = index.best_excluding(marked, k)
-                counts["candidates"] += len(others)
-                extra = [(c, (((float(derived.log_prior[c]) + length * float(derived.log_a[c])) + smooth) + 0.0)
-                          - log_norm) for c in others]
-                if len(others) == k:  # the classes after them in prior order score no more
-                    floor = max(floor, extra[-1][1])
+            if closed:  # the best classes without postings here
+                extra, complete = _best_unmet(index, marked, derived, active, length, smooth, k)
+                counts["candidates"] += len(extra)
+                extra = [(c, score - log_norm) for c, score in extra]
+                if not complete:  # the classes not listed score no more than the last listed
+                    floor = max(floor, min(value for _, value in extra))
                 top = sorted(top + extra, key=lambda pair: (-pair[1], pair[0]))[:k]
                 if want_scored:
                     result.scored += extra
@@ -259,3 +258,32 @@ class PrunedTopK:
             out.append(result)
         return out
 
+
+
+def _best_unmet(index: PriorIndex, marked: np.ndarray, derived, active: np.ndarray, length: float, smooth: float,
+                k: int) -> tuple[list, bool]:
+    """The best ``k`` classes not ``marked`` by exact score ``base(l) + S`` (a constant ``a_l``), with any
+    that tie with the ``k``-th, and whether every such class is listed.
+
+    Their order is their priors' up to the last bits of ``log a_l`` (and exact ties, ``theta = 0`` among
+    them, break by id): the walk down the prior order goes on while a class could still tie with the
+    ``k``-th; past a few hundred steps (many classes met, or flat priors) one compiled pass over the
+    labels gives the same answer.
+    """
+    log_prior, log_a = derived.log_prior, derived.log_a
+    picked: list[tuple[int, float]] = []
+    kth = math.inf
+    for steps, (_, c) in enumerate(index.order):
+        if steps > 4 * k + 256:
+            ids, scores = np.empty(k, dtype=np.int64), np.empty(k)
+            n = best_unmarked(active, marked, log_prior, log_a, length, smooth, k, ids, scores)
+            return list(zip(ids[:n].tolist(), scores[:n].tolist())), n < k
+        if marked[c]:
+            continue
+        score = ((float(log_prior[c]) + length * float(log_a[c])) + smooth) + 0.0
+        if len(picked) >= k and score < kth - 1e-9 * (1.0 + abs(kth)):
+            return picked, False
+        picked.append((c, score))
+        if len(picked) >= k:
+            kth = sorted((value for _, value in picked), reverse=True)[k - 1]
+    return picked, True

@@ -209,3 +209,25 @@ def test_ties_reached_out_of_id_order():
     pruned, pruned_topk, dense, dense_topk = paths(model, [{"w": 1.0, "x": 1.0, "y": 1.0}], 2)
     assert pruned.names == [["c1", "c3"]]
     assert_same_ranking(pruned, pruned_topk, dense, dense_topk)
+
+
+@pytest.mark.parametrize("theta", [0.0, 1e-300, 1.0])
+def test_classes_without_postings_tie_by_id_whatever_their_priors(theta):
+    """With theta = 0 every prior term is 0: the classes a document does not meet tie, and the dense pass
+    ranks them by id, not by their document counts (the prior-ordered index's order)."""
+    model = MNB("u_jm_ps", beta=0.5, theta=theta)
+    for i in range(12):
+        for j in range(1 + (11 - i) % 4):  # sizes that do not follow the ids
+            model.learn_one({f"w{i}": 1.0}, f"c{i}", id=f"d{i}-{j}")
+    for query in ({"w3": 1.0}, {"zzz": 1.0}, {"w3": 1.0, "w7": 1.0}):
+        for k in (1, 3, 5):
+            assert_same_ranking(*paths(model, [query], k))
+
+
+def test_flat_priors_over_many_classes_take_the_compiled_pass():
+    """theta = 0 over 600 classes: the walk down the prior order gives up for the compiled pass, same answer."""
+    model = MNB("u_jm_ps", beta=0.5, theta=0.0)
+    model.learn_many([{f"w{i}": 1.0} for i in range(600) for _ in range(1 + i % 3)],
+                     [f"c{i}" for i in range(600) for _ in range(1 + i % 3)])
+    for query in ({"w3": 1.0}, {"zzz": 1.0}):
+        assert_same_ranking(*paths(model, [query], 5))

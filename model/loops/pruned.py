@@ -333,3 +333,26 @@ def dense_topk(terms, weights, length, smooth, starts, lengths, posting_class, p
 def clear_marks(touched, n_hit, marked):  # pragma: no cover - compiled
     for i in range(n_hit):
         marked[touched[i]] = False
+
+
+@njit(cache=True, nogil=True)
+def best_unmarked(active, marked, log_prior, log_a, length, smooth, k, top_ids, top_scores):  # pragma: no cover
+    """The best ``k`` of the ``active`` classes not ``marked`` by ``base(l) + S`` (ties: lower id first)."""
+    n_best = 0
+    for j in range(active.shape[0]):
+        c = active[j]
+        if marked[c]:
+            continue
+        score = ((log_prior[c] + length * log_a[c]) + smooth) + 0.0
+        if n_best < k or score > top_scores[n_best - 1]:  # ids ascending: an equal score keeps the earlier
+            at = n_best if n_best < k else k - 1
+            while at > 0 and score > top_scores[at - 1]:
+                if at < k:
+                    top_scores[at] = top_scores[at - 1]
+                    top_ids[at] = top_ids[at - 1]
+                at -= 1
+            top_scores[at] = score
+            top_ids[at] = c
+            if n_best < k:
+                n_best += 1
+    return n_best
