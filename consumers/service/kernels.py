@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 from numba.core import event
 
 from sgm.model import build_model
+from sgm.model.mnb import PRUNED_TOPK_MIN_CLASSES
 
 log = logging.getLogger("sgm.service")
 
@@ -89,6 +90,12 @@ def exercise(model: Any, *, scores: bool) -> None:
     model.forget(ids[2])
     if scores:
         model.rank_many(_TEXTS, 3)
+    if scores and hasattr(model, "uses_pruned_topk"):  # many labels: the pruned top-k's kernels (MNB)
+        n = PRUNED_TOPK_MIN_CLASSES
+        model.learn_many([{"warm": 1, f"warm{i}": 1} for i in range(n)], [(f"warm-{i}",) for i in range(n)],
+                         [ts[-1]] * n, [f"warm-many-{i}" for i in range(n)], sequential=False)
+        if model.uses_pruned_topk(3):
+            model.rank_many([{"warm1": 2, "warm2": 1}], 3)
 
 
 def prepare_kernels(model_config: Mapping[str, Any], *, scores: bool = True,
