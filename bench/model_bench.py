@@ -18,7 +18,7 @@ same term -> count dicts):
 Part 2: bytes per stored posting (tracemalloc around learning).
 
 Part 3: many labels (1k, 10k, 100k labels with Zipf-distributed sizes): top-k
-cost per document against the postings it touches, with the sparse top-k path
+cost per document against the postings it touches, with the pruned top-k path
 (the thesis's scalability configuration ``u_jm_tXiX`` with Croft-Harper IDF,
 which gives terms found in more than half the documents zero weight), beside
 the dense per-class pass at the same label counts.
@@ -186,19 +186,19 @@ def many_labels(n_labels: int, seed: int, n_queries: int = 300) -> dict:
     queries = [dict(docs[i]) for i in picks.tolist()]
     for q in queries:  # perturb: drop a topical word, add another label's
         q[f"t{int(rng.integers(0, vocab))}"] = 1.0
-    threshold = mnb_module.SPARSE_TOPK_MIN_CLASSES
-    mnb_module.SPARSE_TOPK_MIN_CLASSES = 1  # the sparse path at every size (by default it starts at 2048 classes)
-    assert model.uses_sparse_topk()
+    threshold = mnb_module.PRUNED_TOPK_MIN_CLASSES
+    mnb_module.PRUNED_TOPK_MIN_CLASSES = 1  # the pruned path at every size (by default it starts at 512 classes)
+    assert model.uses_pruned_topk(5)
     model.predict_topk_many(queries, 5)  # build the posting lists once (the lazy step), then time steady state
     prepared = [model._prepare([q]) for q in queries]
     touched = [int(model.state.arena.length[p.terms].sum()) for p in prepared]
     sparse_s = timed(lambda q: model.predict_topk_many([q], 5), queries)
     dense_queries = queries[: max(10, n_queries // 10)]
-    mnb_module.SPARSE_TOPK_MIN_CLASSES = 10**12
+    mnb_module.PRUNED_TOPK_MIN_CLASSES = 10**12
     try:
         dense_s = timed(lambda q: model.predict_topk_many([q], 5), dense_queries)
     finally:
-        mnb_module.SPARSE_TOPK_MIN_CLASSES = threshold
+        mnb_module.PRUNED_TOPK_MIN_CLASSES = threshold
     return {"labels": n_labels, "train_docs": len(docs), "learn_s_per_doc": learn_s,
             "postings": model.state.n_entries, "postings_touched_per_doc": float(np.mean(touched)),
             "sparse_topk_s": sparse_s, "dense_topk_s": dense_s,
@@ -257,8 +257,8 @@ def main(argv: list[str] | None = None) -> int:
           f"forget(id) exact, ~{memory['bytes_per_posting_without_documents']:.0f} without them", flush=True)
 
     print(f"\nmany labels (u_jm_tXiX, Croft-Harper IDF; top-5 with posteriors; CPU time per document):")
-    print(f"{'labels':>8} {'train docs':>10} {'postings':>10} {'touched/doc':>11} | {'sparse top-5':>12} "
-          f"{'us per 1k touched':>17} | {'dense top-5':>11} {'dense/sparse':>12}")
+    print(f"{'labels':>8} {'train docs':>10} {'postings':>10} {'touched/doc':>11} | {'pruned top-5':>12} "
+          f"{'us per 1k touched':>17} | {'dense top-5':>11} {'dense/pruned':>12}")
     for n_labels in ((1000, 10_000) if args.quick else (1000, 10_000, 100_000)):
         r = many_labels(n_labels, args.seed, 100 if args.quick else 300)
         results["many_labels"].append(r)

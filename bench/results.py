@@ -46,14 +46,22 @@ class Candidate:
     options: tuple[str, ...] = ()
     #: a smaller search than the entry's (slower models)
     search: tuple[int, int] | None = None
+    #: an ensemble (issue 19): the stems of the entry's candidates it pools, fitted by ``sgm ensemble``
+    bases: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
-        return self.spec + (" +bigrams" if "--ngrams" in self.options else "")
+        if self.bases:
+            return f"{self.spec} ({len(self.bases)} bases)"
+        return (self.spec + (" +bigrams" if "--ngrams" in self.options else "")
+                + (" +binary" if "--binary" in self.options else ""))
 
     @property
     def stem(self) -> str:
-        return self.spec + ("-bigrams" if "--ngrams" in self.options else "")
+        if self.bases:
+            return self.spec
+        return (self.spec + ("-bigrams" if "--ngrams" in self.options else "")
+                + ("-binary" if "--binary" in self.options else ""))
 
 
 #: The thesis's extended MNB, the same smoothing on raw counts, Pitman-Yor alone and plain Jelinek-Mercer
@@ -64,6 +72,15 @@ SPLIT_CANDIDATES = (Candidate("uc_pd_dp_tXiX_ps"), Candidate("uc_pd_jm_dp_ps"), 
 #: learns about five times as many terms). Chosen for the topic sets by the dev searches of the issue's
 #: research (FINDINGS.md there); on the spam streams fw did not help on dev, so they keep STREAM_CANDIDATES.
 FW_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_ps"), Candidate("uc_pd_jm_dp_fw_ps", ("--ngrams", "2"), search=(10, 16)))
+#: Issue 19, the ensemble's own bases: presence (binary) features of words + bigrams with fw, MNB and (r8, webkb:
+#: the research's sets; r52 left out for time) TDM. Candidates in their own right too.
+BINARY_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_ps", ("--ngrams", "2", "--binary"), search=(10, 16)),)
+TDM_BINARY_CANDIDATES = (Candidate("tdm_uc_jm_dp_kpd_kdp_fw", ("--ngrams", "2", "--binary"), search=(6, 12)),)
+#: Issue 19: a log-linear pool of tuned candidates with different smoothing, weighting and features (the research's
+#: ensembles), fitted on dev data by ``sgm ensemble``; r52 without the binary TDM (time).
+ENSEMBLE_BASES = ("uc_pd_jm_dp_fw_ps-bigrams", "uc_pd_jm_dp_fw_ps-bigrams-binary", "tdm_uc_jm_dp_kpd_kdp")
+ENSEMBLE = Candidate("ensemble", bases=ENSEMBLE_BASES + ("tdm_uc_jm_dp_kpd_kdp_fw-bigrams-binary", "uc_pd_dp_tXiX_ps"))
+ENSEMBLE_R52 = Candidate("ensemble", bases=ENSEMBLE_BASES + ("uc_pd_jm_dp_fw_ps",))
 #: Spam streams: raw counts, and word bigrams with linear (fast to update) or Pitman-Yor smoothing; each tuned
 #: for dev ROC AUC (the entries' ``objective``), the measure the page reports.
 STREAM_CANDIDATES = (Candidate("uc_pd_jm_dp_ps"), Candidate("uc_jm_dp_ps", ("--ngrams", "2")),
@@ -111,11 +128,11 @@ class Entry:
 
 PLAN: tuple[Entry, ...] = (
     Entry("r8", "split", (40, 40), note="standard split (Cardoso-Cachopo)",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES),
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES + (ENSEMBLE,)),
     Entry("r52", "split", (40, 40), note="standard split",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES),
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + BINARY_CANDIDATES + (ENSEMBLE_R52,)),
     Entry("webkb", "split", (40, 40), note="standard split",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES),
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES + (ENSEMBLE,)),
     Entry("reuters21578", "split", (10, 16),
           candidates=SPLIT_CANDIDATES + FW_CANDIDATES,
           note="ModApte split, stories with at least one topic (7,775 train / 3,019 test); multi-label as label "
@@ -204,6 +221,7 @@ def run_entry(entry: Entry, runner: Runner, search: tuple[int, int] | None, done
     candidates = list(entry.candidates)
     if tdm_available() and entry.mode == "split" and entry.data != "reuters21578":
         candidates += list(TDM_CANDIDATES)  # single-label split sets only (time)
+    candidates = [c for c in candidates if not c.bases] + [c for c in candidates if c.bases]  # ensembles last
     ours = []
     if entry.config_from:
         candidates = [done[entry.config_from]["best"]["candidate"]]
@@ -211,6 +229,9 @@ def run_entry(entry: Entry, runner: Runner, search: tuple[int, int] | None, done
         stem = f"{entry.key}-{candidate.stem}{entry.suffix}"
         started = time.perf_counter()
         commands = []
+        if candidate.bases:
+            ours.append(run_ensemble(entry, candidate, runner, stem))
+            continue
         if entry.config_from:
             summary, params = None, done[entry.config_from]["best"]["tuned"]["config"]["params"]
         else:
@@ -246,6 +267,26 @@ def run_entry(entry: Entry, runner: Runner, search: tuple[int, int] | None, done
     best = max(ours, key=lambda o: o["summary"]["dev_tuned"] if o["summary"] else 0.0)
     return {"entry": entry, "search": (iters, points), "ours": ours, "best": best, "peers": peer_rows,
             "peer_command": shlex.join(["python", "-m", "bench.peers", *peer_args])}
+
+
+def run_ensemble(entry: Entry, candidate: Candidate, runner: Runner, stem: str) -> dict[str, Any]:
+    """Issue 19: fit the pool of the entry's tuned ``candidate.bases`` on dev data, then evaluate it on test."""
+    started = time.perf_counter()
+    config, fit_json, eval_json = (runner.path(f"{stem}.{kind}.json") for kind in ("config", "tune", "eval"))
+    bases = [runner.path(f"{entry.key}-{base}.config.json") for base in candidate.bases]
+    common = ["ensemble", *entry.data_args(), *entry.dev_args]
+    summary = runner.run(["sgm", *common, *(a for p in bases for a in ("--base", rel(p))), "--out", rel(config)],
+                         [sys.executable, "-m", "sgm.consumers.cli", *common,
+                          *(a for p in bases for a in ("--base", str(p))), "--out", str(config), "--json", str(fit_json)],
+                         fit_json)
+    eval_args = ["eval", *entry.data_args(), "--config"]
+    tuned = runner.run(["sgm", *eval_args, rel(config)],
+                       [sys.executable, "-m", "sgm.consumers.cli", *eval_args, str(config), "--json", str(eval_json)],
+                       eval_json)
+    commands = [shlex.join(["sgm", *common]) + "".join(f" --base {rel(p)}" for p in bases) + f" --out {rel(config)}",
+                shlex.join(["sgm", *eval_args]) + " " + rel(config)]
+    return {"candidate": candidate, "summary": summary, "tuned": tuned, "default": None, "commands": commands,
+            "wall": round(time.perf_counter() - started, 1)}
 
 
 # ---------------------------------------------------------------- the page
@@ -304,6 +345,8 @@ def dataset_section(result: dict) -> list[str]:
     for ours in sorted(result["ours"], key=lambda o: -(dev_of(o) or 0.0)):
         report = ours["tuned"]
         params = ", ".join(f"{k}={v:.3g}" for k, v in sorted(report["config"]["params"].items()))
+        if ours["candidate"].bases:  # an ensemble: its pool, as chosen on dev
+            params = pool_choice(ours["summary"]["chosen"], ours["candidate"])
         mark = " ✓" if ours is best and len(result["ours"]) > 1 else ""
         cells = [f"**sgm {ours['candidate'].label}**{mark}", params, dev_text(entry, dev_of(ours)), fmt(report[measure]),
                  fmt(report["macro_f1"]), fmt(report["log_loss"], 3)]
@@ -340,7 +383,8 @@ def dataset_section(result: dict) -> list[str]:
         for ours in tuned_rows:
             s = ours["summary"]
             lines.append(f"| {ours['candidate'].label} | {dev_text(entry, s['dev_default'])} | "
-                         f"{dev_text(entry, s['dev_tuned'])} | {fmt(ours['default'][shown], 3 if auc else 4)} | "
+                         f"{dev_text(entry, s['dev_tuned'])} | "
+                         f"{fmt(ours['default'][shown] if ours['default'] else None, 3 if auc else 4)} | "
                          f"{fmt(ours['tuned'][shown], 3 if auc else 4)} | "
                          f"{s['search']}: {s['evaluations']} points, {s['search_seconds']:.0f} s |")
     lines += ["", "Reproduce (`WORK` = any folder):", "", "```bash"]
@@ -369,7 +413,8 @@ def split_summary(results: list[dict]) -> list[str]:
     for result in rows:
         ours = result["best"]["tuned"]["accuracy"]
         txix = next((o["tuned"]["accuracy"] for o in result["ours"] if o["candidate"].spec == "uc_pd_dp_tXiX_ps"), None)
-        mnb_only = [o for o in result["ours"] if o["summary"] and not o["candidate"].spec.startswith("tdm")]
+        mnb_only = [o for o in result["ours"] if o["summary"] and not o["candidate"].spec.startswith("tdm")
+                    and not o["candidate"].bases]
         best_mnb = max(mnb_only, key=dev_of)["tuned"]["accuracy"] if mnb_only else None
         peers = {r["peer"]: r for r in result["peers"] if "skipped" not in r}
         mnb = peers["sklearn_mnb"]
@@ -425,7 +470,7 @@ def peer_summary(results: list[dict]) -> list[str]:
         data = result["entry"].data
         measure = "micro_f1" if data == "reuters21578" else "accuracy"
         best = result["best"]
-        old = [o for o in result["ours"] if o["summary"] and not is_fw(o)]
+        old = [o for o in result["ours"] if o["summary"] and not is_fw(o) and not o["candidate"].bases]
         before = max(old, key=dev_of) if old else None
         peers = {r["peer"]: r for r in result["peers"] if "skipped" not in r}
         ours = best["tuned"][measure]
@@ -461,6 +506,59 @@ def peer_summary(results: list[dict]) -> list[str]:
               "learn: the training split in one batch, score: the test split):", "",
               "| dataset | ours | learn docs/s | score docs/s | before fw | learn docs/s | score docs/s |",
               "|---|---|---|---|---|---|---|", *cost, ""]
+    return lines
+
+
+def pool_choice(chosen: dict, candidate: Candidate) -> str:
+    """The pool variant ``sgm ensemble`` chose on dev (a single base, or meta-features / bias / L2 weight)."""
+    if chosen.get("base") is not None:
+        return f"`{candidate.bases[chosen['base']]}` alone"
+    return f"pool: meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}"
+
+
+def ensemble_summary(results: list[dict]) -> list[str]:
+    """Issue 19: the dev-fitted ensemble against the dev-chosen single model (today's best) and every tuned
+    peer, with what each costs in the same run (must-show 3)."""
+    rows = [(r, next(o for o in r["ours"] if o["candidate"].bases)) for r in results
+            if r["entry"].mode == "split" and any(o["candidate"].bases for o in r["ours"])]
+    if not rows:
+        return []
+    names = (("linear_svc", "LinearSVC"), ("logistic_regression", "LogReg"), ("vw_oaa", "VW"))
+    lines = ["## Ensembles: a log-linear pool of our tuned candidates (issue 19)", "",
+             "`sgm ensemble` fits the pool of the listed candidates' dev-tuned configurations on the training side "
+             "only (out-of-fold posteriors inside dev-train, the pool's variant chosen by cross-validation there) and "
+             "scores dev-test with the bases fitted on dev-train: the same dev data as every candidate's dev score. "
+             "\"single\" = the dev-chosen one among the other candidates. RER of the ensemble against each peer.", "",
+             "| dataset | bases | pool (dev-chosen) | dev | test | single (dev-chosen) | dev | test | "
+             + " | ".join(f"{label} | RER" for _, label in names) + " |", "|" + "---|" * (8 + 2 * len(names))]
+    cost, mean = [], {}
+    for result, ens in rows:
+        measure = "micro_f1" if result["entry"].data == "reuters21578" else "accuracy"
+        singles = [o for o in result["ours"] if o["summary"] and not o["candidate"].bases]
+        single = max(singles, key=dev_of)
+        peers = {r["peer"]: r for r in result["peers"] if "skipped" not in r}
+        chosen = ens["summary"]["chosen"]
+        cells = [result["entry"].data, ", ".join(f"`{b}`" for b in ens["candidate"].bases),
+                 pool_choice(chosen, ens["candidate"]), fmt(dev_of(ens)),
+                 fmt(ens["tuned"][measure]), single["candidate"].label, fmt(dev_of(single)),
+                 fmt(single["tuned"][measure])]
+        for key, _ in names:
+            peer = peers.get(key, {}).get(measure)
+            rer = relative_error_reduction(ens["tuned"][measure], peer) if peer is not None else None
+            cells += [fmt(peer), pct(rer)]
+            if rer is not None:
+                mean.setdefault(key, []).append(rer)
+        lines.append("| " + " | ".join(cells) + " |")
+        cost.append(f"| {result['entry'].data} | {fmt(ens['tuned']['learn_docs_per_s'], 0)} | "
+                    f"{fmt(ens['tuned']['score_docs_per_s'], 0)} | {single['candidate'].label} | "
+                    f"{fmt(single['tuned']['learn_docs_per_s'], 0)} | {fmt(single['tuned']['score_docs_per_s'], 0)} | "
+                    f"{ens['summary']['search_seconds']:.0f} s |")
+    lines += ["| **mean** | | | | | | | | " + " | ".join(
+        f"| **{pct(sum(mean[key]) / len(mean[key])) if mean.get(key) else '–'}**" for key, _ in names) + " |", "",
+              "Cost (single-core docs/s inside learn and score calls, same run; the ensemble learns and scores with "
+              "every base) and the pool's fit (`sgm ensemble`, on top of the bases' own searches):", "",
+              "| dataset | ensemble learn docs/s | score docs/s | single (dev-chosen) | learn docs/s | score docs/s | "
+              "pool fit |", "|---|---|---|---|---|---|---|", *cost, ""]
     return lines
 
 
@@ -539,7 +637,7 @@ def search_sizes(results: list[dict]) -> str:
     sizes: dict[str, dict[str, set[str]]] = {}  # dataset -> "MNB"/"TDM" -> sizes run
     for result in results:
         for ours in result["ours"]:
-            if ours["summary"]:
+            if ours["summary"] and not ours["candidate"].bases:
                 kind = "TDM" if ours["candidate"].spec.startswith("tdm") else "MNB"
                 if kind == "TDM" or not ours["candidate"].search:  # MNB ones with their own search: named apart
                     sizes.setdefault(result["entry"].data, {}).setdefault(kind, set()).add(ours["summary"]["search"])
@@ -621,6 +719,7 @@ def write_page(results: list[dict], out: Path, step_seconds: float | None, searc
     ]
     lines += split_summary(results)
     lines += peer_summary(results)
+    lines += ensemble_summary(results)
     lines += stream_summary(results)
     lines += kept_sections(out.read_text(encoding="utf-8")) if out.is_file() else []
     lines += transfer_notes(results)

@@ -28,6 +28,7 @@ register("stats", "sgm.consumers.commands.stats", "what a model holds: labels, d
 register("forget", "sgm.consumers.commands.forget", "remove documents from the model by id (or by the files they came from)")
 register("eval", "sgm.consumers.commands.eval", "evaluate a model configuration on a JSON Lines dataset")
 register("tune", "sgm.consumers.commands.tune", "Gaussian random search of model parameters on a development split")
+register("ensemble", "sgm.consumers.commands.ensemble", "fit a log-linear pool of tuned base configurations on development data")
 register("feed", "sgm.consumers.commands.feed", "produce the generated stream to the training and scoring topics (load generator)")
 register("chaos", "sgm.consumers.commands.chaos", "fault campaign: kill/restart processes and freeze the broker, then audit")
 register("warm", "sgm.consumers.commands.warm", "compile the model kernels into numba's cache (image builds: later starts are warm)")

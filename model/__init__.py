@@ -9,10 +9,11 @@ True
 'pos'
 """
 from .base import GenerativeTextModel, LearnGuardError
+from .ensemble import Ensemble
 from .factory import build_model, model_config
 from .mnb import MNB
 from .spec import ModelSpec, SpecError, parse_spec
 from .tdm import TDM
 from .text import Tokenizer
 
-__all__ = ["MNB", "TDM", "build_model", "model_config", "GenerativeTextModel", "LearnGuardError", "ModelSpec", "SpecError", "Tokenizer", "parse_spec"]
+__all__ = ["MNB", "TDM", "Ensemble", "build_model", "model_config", "GenerativeTextModel", "LearnGuardError", "ModelSpec", "SpecError", "Tokenizer", "parse_spec"]

@@ -71,6 +71,7 @@ class DocumentNodes:
         self.node_length = np.zeros(0)
         self.node_discount = np.zeros(0)
         self.node_log_a = np.zeros(0)
+        self.node_log_pi = np.zeros(0)  # log of the node's mixture weight in its label (kept by group_table)
         self.node_alive = np.zeros(0, dtype=bool)
         self.node_doc: list[str | None] = []
         self.n_nodes = 0  # high-water mark of node ids
@@ -83,9 +84,17 @@ class DocumentNodes:
         self.post_fill = np.zeros(0, dtype=np.int64)
         self.post_dead = np.zeros(0, dtype=np.int64)
         self.live_postings = 0
-        # derived: posting weights v per term (valid for one state epoch), label groups
+        # derived: posting weights v per term (valid for one state epoch) in one flat cache that the
+        # compiled scoring loop reads (term t: nodes and weights at cache_start[t], cache_len[t] of them,
+        # nodes ascending), each term's largest weight (its bound), and the label groups
         self.weight_epoch = np.full(0, -1, dtype=np.int64)
-        self.post_weight: list[np.ndarray] = []
+        self.cache_start = np.zeros(0, dtype=np.int64)
+        self.cache_len = np.zeros(0, dtype=np.int64)
+        self.term_bound = np.zeros(0)
+        self.cache_node = np.zeros(0, dtype=np.int32)
+        self.cache_weight = np.zeros(0)
+        self.cache_used = 0
+        self.cache_live = 0
         self.dirty_classes: set[int] = set()
         self.class_groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.class_log_total = np.zeros(0)
@@ -94,6 +103,8 @@ class DocumentNodes:
         # what the weigher saw in the current batch: (weights c, |c|_1 at each position), concatenated
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []
         self.weights_recomputed = 0
+        self.counters = np.zeros(7, dtype=np.int64)  # what scoring read and skipped (model.loops.mixture.COUNTERS)
+        self._scratch = (np.zeros(0), np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.int32))
         self.compactions = 0
         self.missing_lengths = False  # restored without extra_state(): unusable until it is given
 
@@ -138,7 +149,7 @@ class DocumentNodes:
     def _reserve_nodes(self, count: int) -> None:
         size = self.n_nodes + count
         if size > len(self.node_class):
-            for name in ("node_class", "node_factor", "node_length", "node_discount", "node_log_a", "node_alive"):
+            for name in ("node_class", "node_factor", "node_length", "node_discount", "node_log_a", "node_log_pi", "node_alive"):
                 setattr(self, name, grow(getattr(self, name), size))
 
     def _reserve_terms(self, size: int) -> None:
@@ -148,11 +159,13 @@ class DocumentNodes:
             self.post_dead = grow(self.post_dead, size)
             self.weight_epoch = grow(self.weight_epoch, size)
             self.weight_epoch[old:] = -1
+            self.cache_start = grow(self.cache_start, size)
+            self.cache_len = grow(self.cache_len, size)
+            self.term_bound = grow(self.term_bound, size)
         extra = len(self.post_fill) - len(self.post_node)
         if extra > 0:
             self.post_node.extend([_EMPTY_NODES] * extra)
             self.post_count.extend([_EMPTY_FLOATS] * extra)
-            self.post_weight.extend([_EMPTY_FLOATS] * extra)
 
     def _reserve_classes(self, size: int) -> None:
         while len(self.class_nodes) < size:
@@ -304,10 +317,10 @@ class DocumentNodes:
     def _clear_term(self, term: int) -> None:
         self.post_node[term] = _EMPTY_NODES
         self.post_count[term] = _EMPTY_FLOATS
-        self.post_weight[term] = _EMPTY_FLOATS
         self.post_fill[term] = 0
         self.post_dead[term] = 0
         self.weight_epoch[term] = -1
+        self._release_cached(term)
 
     def _compact_term(self, term: int) -> None:
         fill = int(self.post_fill[term])
@@ -329,7 +342,7 @@ class DocumentNodes:
         for term in np.flatnonzero(self.post_fill).tolist():
             fill = int(self.post_fill[term])
             self.post_node[term][:fill] = renumber[self.post_node[term][:fill]]
-        for name in ("node_class", "node_factor", "node_length", "node_discount", "node_log_a", "node_alive"):
+        for name in ("node_class", "node_factor", "node_length", "node_discount", "node_log_a", "node_log_pi", "node_alive"):
             array = getattr(self, name)
             moved = np.zeros_like(array)
             moved[: len(live)] = array[live]
@@ -341,7 +354,10 @@ class DocumentNodes:
         self.class_nodes = [set() for _ in self.class_nodes]
         for node, class_id in enumerate(self.node_class[: self.n_nodes].tolist()):
             self.class_nodes[class_id].add(node)
-        self.weight_epoch[:] = -1
+        self.weight_epoch[:] = -1  # the cached weights name the old node ids
+        self.cache_len[:] = 0
+        self.term_bound[:] = 0.0
+        self.cache_used = self.cache_live = 0
         self.dirty_classes.update(range(len(self.class_nodes)))
         self.compactions += 1
 
@@ -352,17 +368,65 @@ class DocumentNodes:
             if self.post_dead[term]:
                 self._compact_term(term)
 
-    def store_weights(self, terms: list[int], weights: np.ndarray | None, fills: np.ndarray, epoch: int) -> None:
-        """Keep ``v_i(n)`` of ``terms`` for ``epoch`` (concatenated, ``fills`` per term; ``None``: no postings)."""
-        if weights is None:
-            for term in terms:
-                self.post_weight[term] = _EMPTY_FLOATS
-            self.weight_epoch[terms] = epoch
-            return
-        for term, part in zip(terms, np.split(weights, np.cumsum(fills)[:-1])):
-            self.post_weight[term] = part
+    def store_weights(self, terms: list[int], nodes: np.ndarray | None, weights: np.ndarray | None,
+                      fills: np.ndarray, epoch: int) -> None:
+        """Keep the postings' nodes and weights ``v_i(n)`` of ``terms`` for ``epoch`` (concatenated, ``fills``
+        per term, nodes ascending within a term; ``None``: no postings) and each term's largest weight."""
+        for term in terms:
+            self._release_cached(term)
         self.weight_epoch[terms] = epoch
+        if weights is None or not len(weights):
+            return
+        total = len(weights)
+        self._reserve_cache(total)
+        at = self.cache_used
+        self.cache_node[at : at + total] = nodes
+        self.cache_weight[at : at + total] = weights
+        self.cache_used += total
+        self.cache_live += total
+        ends = np.cumsum(fills)
+        term_array = np.asarray(terms, dtype=np.int64)
+        self.cache_start[term_array] = at + ends - fills
+        self.cache_len[term_array] = fills
+        bounds = np.zeros(len(terms))
+        has = fills > 0
+        bounds[has] = np.maximum.reduceat(weights, (ends - fills)[has])
+        self.term_bound[term_array] = bounds
         self.weights_recomputed += len(terms)
+
+    def _release_cached(self, term: int) -> None:
+        if term < len(self.cache_len) and self.cache_len[term]:
+            self.cache_live -= int(self.cache_len[term])
+            self.cache_len[term] = 0
+            self.term_bound[term] = 0.0
+
+    def _reserve_cache(self, need: int) -> None:
+        """Room for ``need`` more cached postings: compact (copy the live regions) once more than half is
+        garbage, else grow; either way amortized O(1) per stored posting."""
+        if self.cache_used + need <= len(self.cache_node):
+            return
+        if self.cache_used - self.cache_live > self.cache_live:
+            held = np.flatnonzero(self.cache_len)
+            lengths = self.cache_len[held]
+            index = np.repeat(self.cache_start[held] - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+            size = max(2 * (self.cache_live + need), 64)
+            moved_node = np.zeros(size, dtype=np.int32)
+            moved_weight = np.zeros(size)
+            moved_node[: len(index)] = self.cache_node[index]
+            moved_weight[: len(index)] = self.cache_weight[index]
+            self.cache_node, self.cache_weight = moved_node, moved_weight
+            self.cache_start[held] = np.cumsum(lengths) - lengths
+            self.cache_used = len(index)
+        if self.cache_used + need > len(self.cache_node):
+            self.cache_node = grow(self.cache_node, self.cache_used + need)
+            self.cache_weight = grow(self.cache_weight, self.cache_used + need)
+
+    def scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Zeroed per-node scratch of the scoring loop (it leaves them zeroed): sums, met marks, met ids."""
+        if len(self._scratch[0]) < self.n_nodes:
+            size = max(self.n_nodes, 2 * len(self._scratch[0]), 64)
+            self._scratch = (np.zeros(size), np.zeros(size, dtype=np.bool_), np.zeros(size, dtype=np.int32))
+        return self._scratch
 
     def document_lengths(self) -> dict[str, float]:
         """``|c_i|_1`` of every live document."""
@@ -438,6 +502,7 @@ class DocumentNodes:
             mass = np.bincount(inverse, factor, minlength=len(values))
             total = float(mass.sum())
             self.class_log_total[class_id] = math.log(total)
+            self.node_log_pi[nodes] = np.log(factor) - math.log(total)
             with np.errstate(divide="ignore"):
                 self.class_groups[class_id] = (values, np.log(mass) - math.log(total))
         self.dirty_classes.clear()

@@ -30,7 +30,7 @@ from .text import Tokenizer
 
 #: Keys a configuration may hold besides "model" and "params" (kernel_* are TDM's).
 OPTION_KEYS = ("half_life", "multilabel", "tokenizer", "prune_below", "max_documents", "max_bytes", "kernel_sum",
-               "kernel_bin_width", "mail")
+               "kernel_bin_width", "node_pruning", "mail")
 
 #: Model classes by family name (the spec prefix: "mnb", "tdm").
 _FAMILIES: dict[str, type] = {}
@@ -50,6 +50,11 @@ def build_model(config: Mapping[str, Any]) -> Any:
     """A fresh, empty model (a :class:`model.base.GenerativeTextModel`) from a configuration dict."""
     if "model" not in config:
         raise SpecError("a configuration needs a 'model' affix string")
+    if config["model"] == "ensemble":  # base configurations and a pool (model.ensemble), registered on import
+        try:
+            return _FAMILIES["ensemble"].from_config(config)
+        except (ValueError, TypeError) as exc:
+            raise SpecError(f"ensemble configuration: {exc}") from None
     unknown = set(config) - {"model", "params", "family", "spec", *OPTION_KEYS}
     if unknown:
         raise SpecError(f"unknown configuration keys: {sorted(unknown)}")
@@ -61,5 +66,8 @@ def build_model(config: Mapping[str, Any]) -> Any:
 
 def model_config(model: Any) -> dict[str, Any]:
     """The configuration dict of ``model`` (inverse of :func:`build_model`)."""
+    own = getattr(model, "model_config", None)
+    if callable(own):  # a family with a configuration of its own shape (model.ensemble)
+        return own()
     cfg = model.config()
     return {"model": cfg["spec"], "params": cfg["params"], **{k: cfg[k] for k in OPTION_KEYS if k in cfg}}

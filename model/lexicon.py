@@ -658,6 +658,13 @@ class TermLexicon:
                 self.slots, self.term_bytes, self.location, self.marks, self.serial, out_owner, out_terms, out_counts)
         if not collect_unknown:
             n, self.serial = _known_terms(*args, entries)
-            return out_owner[:n], out_terms[:n], out_counts[:n]
+            return out_owner[:n], out_terms[:n], _presence(out_counts[:n], tokenizer)
         n, self.serial, text, unknown = _all_terms(*args)
-        return out_owner[:n], out_terms[:n], out_counts[:n], text, unknown
+        return out_owner[:n], out_terms[:n], _presence(out_counts[:n], tokenizer), text, unknown
+
+
+def _presence(counts: np.ndarray, tokenizer: Tokenizer) -> np.ndarray:
+    """``counts`` as the tokenizer gives them: each term once (1.0) for presence features."""
+    if tokenizer.binary:
+        counts[:] = 1.0
+    return counts

@@ -54,6 +54,7 @@ from .base import GenerativeTextModel
 from .batch import PreparedBatch
 from .document_nodes import DocumentNodes, MissingLengthsError
 from .label_model import LabelModel
+from .loops.mixture import COUNTERS, log_mixtures
 from .persistence import ExtraState
 from .smoothing import kernel_smoothing
 from .spec import parse_spec
@@ -70,13 +71,8 @@ KERNEL_SUMS = ("exact", "binned")
 #: Name of the per-document array of ``|c_i|_1`` in the extra state (and in snapshots).
 LENGTHS = "tdm_document_lengths"
 
-#: Scratch size (cells) for dense per-chunk arrays in scoring and posting builds.
+#: Scratch size (cells) for dense per-chunk arrays in posting builds.
 _CHUNK_CELLS = 1 << 22
-
-
-def _log_expm1(values: np.ndarray) -> np.ndarray:
-    """``log(exp(x) - 1) = x + log(1 - exp(-x))`` for ``x > 0``, without overflow."""
-    return values + np.log(-np.expm1(-values))
 
 
 class TDM(GenerativeTextModel):
@@ -100,6 +96,14 @@ class TDM(GenerativeTextModel):
         posterior within ``|w|_1 * kernel_bin_width``.
     kernel_bin_width : float
         Bin width in ``log a`` (only for ``kernel_sum="binned"``).
+    node_pruning : bool
+        Leave out of each label's mixture the groups, posting lists and document nodes whose
+        total is provably below float64 round-off of that label's mixture or of the best label's
+        joint score (:mod:`model.loops.mixture` states the inequality): every posterior stays
+        within ``2**-51`` of the unpruned one, every log posterior of a label with posterior above
+        ``1e-6`` within ``1e-9``, and scoring stops reading long common-word posting lists once no
+        document node not met yet can matter. ``False`` sums everything (exact log posteriors
+        even for labels far below round-off of the best).
     prune_below : float, optional
         Documents whose decayed weight falls below this expire (counted in
         ``stats()["pruned_documents"]``). Default: ``2**-20`` (20 half-lives)
@@ -129,7 +133,7 @@ class TDM(GenerativeTextModel):
     family = "tdm"
 
     def __init__(self, spec: str = "tdm_uc_jm_dp_kpd_kdp", *, kernel_sum: str = "exact",
-                 kernel_bin_width: float = 0.05, prune_below: float | None = None,
+                 kernel_bin_width: float = 0.05, node_pruning: bool = True, prune_below: float | None = None,
                  half_life: float | None = None, **kwargs: Any) -> None:
         if kernel_sum not in KERNEL_SUMS:
             raise ValueError(f"kernel_sum must be one of {KERNEL_SUMS}, got {kernel_sum!r}")
@@ -137,6 +141,7 @@ class TDM(GenerativeTextModel):
             raise ValueError("kernel_bin_width must be positive")
         self.kernel_sum = kernel_sum
         self.kernel_bin_width = float(kernel_bin_width)
+        self.node_pruning = bool(node_pruning)
         self._extra_lengths: dict[str, float] | None = None
         if prune_below is None and half_life is not None:
             prune_below = DEFAULT_NODE_FLOOR
@@ -145,7 +150,8 @@ class TDM(GenerativeTextModel):
             if name in free and kwargs.get(name) is None:
                 kwargs[name] = value
         super().__init__(spec, prune_below=prune_below, half_life=half_life, **kwargs)
-        self.state.family_doc_term_bytes = 20  # a document posting: node, count and weight (max_bytes counts it)
+        # a document posting: node and count, and in the weight cache node and weight (max_bytes counts it)
+        self.state.family_doc_term_bytes = 24
 
     # ------------------------------------------------------------ state and caches
     def rebuild_caches(self) -> None:
@@ -171,6 +177,8 @@ class TDM(GenerativeTextModel):
         out = super().config()
         out["kernel_sum"] = self.kernel_sum
         out["kernel_bin_width"] = self.kernel_bin_width
+        if not self.node_pruning:  # named only when off, so configurations of the default are unchanged
+            out["node_pruning"] = False
         return out
 
     # ------------------------------------------------------------ state beyond the CountState
@@ -202,7 +210,7 @@ class TDM(GenerativeTextModel):
         fills = nodes_table.post_fill[terms]
         term_list = terms.tolist()
         if not fills.sum():
-            nodes_table.store_weights(term_list, None, fills, state.epoch)
+            nodes_table.store_weights(term_list, None, None, fills, state.epoch)
             return
         nodes = np.concatenate([nodes_table.post_node[t][: nodes_table.post_fill[t]] for t in term_list])
         counts = np.concatenate([nodes_table.post_count[t][: nodes_table.post_fill[t]] for t in term_list])
@@ -226,7 +234,7 @@ class TDM(GenerativeTextModel):
         kernel_kept = counts - nodes_table.smoothing.discount(counts, nodes_table.values)
         weights = np.log1p(kernel_kept / ((nodes_table.smoothing.mu + nodes_table.node_discount[nodes]) * label_prob))
         np.maximum(weights, 0.0, out=weights)  # a fully discounted posting adds nothing
-        nodes_table.store_weights(term_list, weights, fills, state.epoch)
+        nodes_table.store_weights(term_list, nodes, weights, fills, state.epoch)
 
     # ------------------------------------------------------------ the kernel
     def _log_posteriors(self, batch: PreparedBatch, active: np.ndarray) -> np.ndarray:
@@ -241,85 +249,41 @@ class TDM(GenerativeTextModel):
     def _joint_log_scores(self, batch: PreparedBatch) -> np.ndarray:
         """Unnormalized ``log p(w, l)`` of every class id (``-inf`` for unused ids): label score plus mixture."""
         scores = self.labels.joint_log_scores(self.state, batch)  # theta log p(l) + sum_n w_n log p_l(n)
-        scores += self._log_mixture(batch, scores.shape[1])
+        scores += self._log_mixture(batch, scores)
         return scores
 
-    def _log_mixture(self, batch: PreparedBatch, n_classes: int) -> np.ndarray:
-        """``log sum_{i in I_l} pi_i prod_n (p_li(n) / p_l(n)) ** w_n`` per document and class (-inf: no nodes)."""
+    def _log_mixture(self, batch: PreparedBatch, label_scores: np.ndarray) -> np.ndarray:
+        """``log sum_{i in I_l} pi_i prod_n (p_li(n) / p_l(n)) ** w_n`` per document and class (-inf: no nodes).
+
+        One compiled loop (:func:`model.loops.mixture.log_mixtures`): the closed form over the groups
+        of equal ``a_i`` plus the matched documents, read from the document postings of the scored
+        terms; with :attr:`node_pruning` it leaves out what is provably below float64 round-off (the
+        inequality is in that module's docstring).
+        """
         state = self.state
         nodes_table = self.nodes
         nodes_table.sync(state)
         n_docs = batch.n_docs
-        out = np.full((n_docs, n_classes), -np.inf)
+        out = np.full(label_scores.shape, -np.inf)
         lengths = np.bincount(batch.owner, batch.weights, minlength=n_docs)  # |w|_1 of each document
         groups = nodes_table.group_table(self.kernel_bin_width if self.kernel_sum == "binned" else None)
-        if len(groups.classes):
-            # T_l = sum of pi_i a_i^Q over all documents of l: per group, then log-sum-exp per label
-            chunk = max(1, _CHUNK_CELLS // max(len(groups.log_a), 1))
-            for lo in range(0, n_docs, chunk):
-                exponents = groups.log_mass[None, :] + lengths[lo : lo + chunk, None] * groups.log_a[None, :]
-                peak = np.maximum.reduceat(exponents, groups.starts, axis=1)
-                total = np.add.reduceat(np.exp(exponents - np.repeat(peak, groups.sizes, axis=1)), groups.starts, axis=1)
-                out[lo : lo + chunk, groups.classes] = peak + np.log(total)
-        # the matched documents add pi_i a_i^Q expm1(m_i)
-        known = batch.terms < len(nodes_table.post_fill)  # terms beyond it have no document postings
-        terms, weights, owner = batch.terms[known], batch.weights[known], batch.owner[known]
-        if not len(terms):
+        if not len(groups.classes):
             return out
-        needed = np.unique(terms)
-        stale = needed[nodes_table.weight_epoch[needed] != state.epoch]
-        if len(stale):
-            self._build_document_weights(stale)
-        n_nodes = max(nodes_table.n_nodes, 1)
-        rows_per_chunk = max(1, _CHUNK_CELLS // max(n_nodes, n_classes))
-        bounds = np.searchsorted(owner, np.arange(0, n_docs + rows_per_chunk, rows_per_chunk).clip(max=n_docs))
-        for chunk, (lo, hi) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
-            if lo < hi:
-                self._add_matched(out, chunk * rows_per_chunk, terms[lo:hi], weights[lo:hi], owner[lo:hi], lengths,
-                                  n_nodes, n_classes)
+        terms, weights, owner = batch.terms, batch.weights, batch.owner
+        known = terms < len(nodes_table.post_fill)  # terms beyond it have no document postings
+        if not known.all():
+            terms, weights, owner = terms[known], weights[known], owner[known]
+        stale = nodes_table.weight_epoch[terms] != state.epoch
+        if stale.any():
+            self._build_document_weights(np.unique(terms[stale]))
+        row_start = np.array([0, len(terms)]) if n_docs == 1 else np.searchsorted(owner, np.arange(n_docs + 1))
+        acc, met, met_nodes = nodes_table.scratch()
+        log_mixtures(row_start, terms, weights, lengths, label_scores, nodes_table.cache_start, nodes_table.cache_len,
+                     nodes_table.cache_node, nodes_table.cache_weight, nodes_table.term_bound, nodes_table.node_class,
+                     nodes_table.node_log_pi, nodes_table.node_log_a, groups.classes, groups.starts, groups.sizes,
+                     groups.log_mass, groups.log_a, max(nodes_table.n_nodes, 1), self.node_pruning, acc, met,
+                     met_nodes, out, nodes_table.counters)
         return out
-
-    def _add_matched(self, out: np.ndarray, first_row: int, terms: np.ndarray, weights: np.ndarray,
-                     owner: np.ndarray, lengths: np.ndarray, n_nodes: int, n_classes: int) -> None:
-        """Add the matched documents' terms to ``out`` for a chunk of scored documents."""
-        nodes_table = self.nodes
-        post_node, post_weight, post_fill = nodes_table.post_node, nodes_table.post_weight, nodes_table.post_fill
-        rows = owner - first_row
-        n_rows = int(rows[-1]) + 1
-        ends = np.cumsum(np.bincount(rows, minlength=n_rows)).tolist()
-        term_list = terms.tolist()
-        fill_list = post_fill[terms].tolist()
-        # m_i per (scored document, node): one small dense sum per document, over its postings only
-        hits, sums_of_hits, begin = [], [], 0
-        for row, end in enumerate(ends):
-            row_terms = [t for t, f in zip(term_list[begin:end], fill_list[begin:end]) if f]
-            if row_terms:
-                row_fills = post_fill[row_terms]
-                nodes = np.concatenate([post_node[t][:f] for t, f in zip(row_terms, row_fills.tolist())])
-                contributions = (np.concatenate([post_weight[t] for t in row_terms])
-                                 * np.repeat(weights[begin:end][np.array(fill_list[begin:end]) > 0], row_fills))
-                matched = np.bincount(nodes, contributions, minlength=n_nodes)
-                hit = np.flatnonzero(matched > 0)
-                hits.append(hit + row * n_nodes)
-                sums_of_hits.append(matched[hit])
-            begin = end
-        if not hits:
-            return
-        hit = np.concatenate(hits)
-        matched = np.concatenate(sums_of_hits)
-        row_of, node_of = np.divmod(hit, n_nodes)
-        classes = nodes_table.node_class[node_of].astype(np.int64)
-        log_terms = (np.log(nodes_table.node_factor[node_of]) - nodes_table.class_log_total[classes]
-                     + lengths[first_row + row_of] * nodes_table.node_log_a[node_of] + _log_expm1(matched))
-        # log-sum-exp per (scored document, class), each stabilized by its own maximum
-        cell = row_of * n_classes + classes
-        peak = np.full(n_rows * n_classes, -np.inf)
-        np.maximum.at(peak, cell, log_terms)
-        sums = np.bincount(cell, np.exp(log_terms - peak[cell]), minlength=n_rows * n_classes)
-        touched = np.flatnonzero(sums > 0)
-        row_index, class_index = np.divmod(touched, n_classes)
-        row_index += first_row
-        out[row_index, class_index] = np.logaddexp(out[row_index, class_index], peak[touched] + np.log(sums[touched]))
 
     def _scoring_cache_arrays(self) -> list[np.ndarray]:
         return self.labels.cache_arrays()
@@ -331,6 +295,7 @@ class TDM(GenerativeTextModel):
         out["document_nodes"] = nodes_table.live_nodes
         out["document_postings"] = nodes_table.live_postings
         out["document_weights_recomputed"] = nodes_table.weights_recomputed
+        out.update({f"scoring_{name}": int(value) for name, value in zip(COUNTERS, nodes_table.counters.tolist())})
         out["node_compactions"] = nodes_table.compactions
         groups = nodes_table.groups
         out["kernel_groups"] = 0 if groups is None else len(groups.log_a)

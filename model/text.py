@@ -48,6 +48,9 @@ class Tokenizer:
         Lower-case the text first.
     max_token_length : int
         Longer tokens are dropped (base64 blobs, hashes).
+    binary : bool
+        Presence features: every distinct term of a document counts 1, however
+        often it occurs (the compiled path of :mod:`model.lexicon` too).
 
     Examples
     --------
@@ -55,11 +58,14 @@ class Tokenizer:
     {'win': 1, '1': 1, '000': 1, 'now': 1, 'dont': 1, 'wait': 1}
     >>> Tokenizer(ngrams=2)("free money free")
     {'free': 2, 'money': 1, 'free money': 1, 'money free': 1}
+    >>> Tokenizer(ngrams=2, binary=True)("free money free")
+    {'free': 1, 'money': 1, 'free money': 1, 'money free': 1}
     """
 
     ngrams: int = 1
     lowercase: bool = True
     max_token_length: int = 40
+    binary: bool = False
 
     def __post_init__(self) -> None:
         if not (isinstance(self.ngrams, int) and 1 <= self.ngrams <= 3):
@@ -85,10 +91,19 @@ class Tokenizer:
         return out
 
     def __call__(self, text: str) -> dict[str, int]:
+        return self.counts(text)
+
+    def counts(self, text: str) -> dict[str, int]:
+        """Term -> count of ``text`` in first-occurrence order (each 1 with ``binary``)."""
+        if self.binary:
+            return dict.fromkeys(self.tokens(text), 1)
         return dict(Counter(self.tokens(text)))
 
     def to_dict(self) -> dict:
-        return {"ngrams": self.ngrams, "lowercase": self.lowercase, "max_token_length": self.max_token_length}
+        out = {"ngrams": self.ngrams, "lowercase": self.lowercase, "max_token_length": self.max_token_length}
+        if self.binary:  # only when set: configurations and snapshots of count models stay as they were
+            out["binary"] = True
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "Tokenizer":
@@ -96,6 +111,7 @@ class Tokenizer:
             ngrams=int(data.get("ngrams", 1)),
             lowercase=bool(data.get("lowercase", True)),
             max_token_length=int(data.get("max_token_length", 40)),
+            binary=bool(data.get("binary", False)),
         )
 
 
@@ -120,10 +136,10 @@ def batch_term_counts(docs, tokenizer: Tokenizer, *, check_terms: bool = True) -
             raise ValueError("term counts must be numbers") from None
     else:
         all_terms, all_counts, lengths, mappings = [], [], [], False
-        tokens = tokenizer.tokens
+        read = tokenizer.counts
         for doc in docs:
             if isinstance(doc, str):
-                counts = Counter(tokens(doc))
+                counts = read(doc)
             elif isinstance(doc, Mapping):
                 counts = doc
                 mappings = True
@@ -174,7 +190,7 @@ def term_counts(doc: Document, tokenizer: Tokenizer, *, check_terms: bool = True
     (['to', 'be', 'or', 'not'], array([2., 2., 1., 1.]))
     """
     if isinstance(doc, str):
-        counts = Counter(tokenizer.tokens(doc))
+        counts = tokenizer.counts(doc)
         return list(counts), np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
     if not isinstance(doc, Mapping):
         raise TypeError(f"a document is text or a mapping term -> count, got {type(doc).__name__}")

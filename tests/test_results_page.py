@@ -121,3 +121,31 @@ def test_stream_entries_choose_by_dev_roc_auc_in_their_own_files(work):
     stream_reports(work, "toy-prequential-u_jm_ps-roc_auc", "2x2", 0.990, 0.30, objective="accuracy")
     with pytest.raises(RuntimeError, match="tuned for accuracy, not roc_auc"):
         resumed(work, entry)
+
+
+def test_ensemble_runs_last_competes_on_dev_and_gets_its_own_rows(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "tdm_available", lambda: False)
+    peers = [{"peer": "linear_svc", "accuracy": 0.96, "dev": 0.9},
+             {"peer": "logistic_regression", "accuracy": 0.90, "dev": 0.9}, {"peer": "vw_oaa", "accuracy": 0.80, "dev": 0.8}]
+    peers = [{**p, "macro_f1": p["accuracy"], "log_loss": 0.3} for p in peers]
+    (tmp_path / "r8-split.peers.json").write_text(json.dumps(peers), encoding="utf-8")
+    write_reports(tmp_path, "r8-split-u_jm_ps", "4x4", 0.90)
+    write_reports(tmp_path, "r8-split-u_jm_fw_ps", "4x4", 0.95)
+    fit = {"search": "ensemble", "evaluations": 12, "search_seconds": 7.0, "dev_default": 0.95, "dev_tuned": 0.97,
+           "chosen": {"meta": True, "bias": False, "reg": 1.0, "cv": 0.96}, "tuned_config": {"model": "ensemble"}}
+    (tmp_path / "r8-split-ensemble.tune.json").write_text(json.dumps(fit), encoding="utf-8")
+    (tmp_path / "r8-split-ensemble.eval.json").write_text(json.dumps(eval_report(0.97)), encoding="utf-8")
+    ensemble = results.Candidate("ensemble", bases=("u_jm_ps", "u_jm_fw_ps"))
+    entry = results.Entry("r8", "split", (4, 4),
+                          candidates=(ensemble, results.Candidate("u_jm_ps"), results.Candidate("u_jm_fw_ps")))
+    done = resumed(tmp_path, entry)
+    assert [o["candidate"].stem for o in done["ours"]] == ["u_jm_ps", "u_jm_fw_ps", "ensemble"]
+    assert done["best"]["candidate"] is ensemble  # the best dev score chooses, the ensemble among the rest
+    assert "--base $WORK/r8-split-u_jm_fw_ps.config.json" in done["best"]["commands"][0]
+    lines = results.ensemble_summary([done])
+    row = next(line for line in lines if line.startswith("| r8 |"))
+    # 1 - 0.03 / 0.04 = +25%; 1 - 0.03 / 0.10 = +70%; 1 - 0.03 / 0.20 = +85%
+    assert row.endswith("| u_jm_fw_ps | 0.9500 | 0.9000 | 0.9600 | +25.0% | 0.9000 | +70.0% | 0.8000 | +85.0% |")
+    before = next(line for line in results.peer_summary([done]) if line.startswith("| r8 |"))
+    assert "| ensemble (2 bases) | 0.9700 | 0.9700 | u_jm_ps | 0.9000 |" in before  # "before fw" is no ensemble
+    results.dataset_section(done)  # the per-dataset table takes a candidate without a default evaluation

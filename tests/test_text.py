@@ -60,16 +60,18 @@ def test_ascii_fast_path_tokenizes_like_the_general_path(text, ngrams, max_len):
 
 
 @settings(deadline=None)  # the first call compiles the kernels
-@given(st.lists(ascii_heavy, max_size=5), st.integers(1, 3), st.integers(1, 4), st.booleans(), st.data())
-@example(["a'b Ab,a\x1cb"], 2, 4, True, None)
-@example(["a bb c"], 2, 1, True, None)
-def test_compiled_lexicon_matches_counting_then_lookup(texts, ngrams, max_len, lowercase, data):
+@given(st.lists(ascii_heavy, max_size=5), st.integers(1, 3), st.integers(1, 4), st.booleans(), st.data(),
+       st.booleans())
+@example(["a'b Ab,a\x1cb"], 2, 4, True, None, False)
+@example(["a bb c"], 2, 1, True, None, False)
+@example(["a a b a"], 2, 4, True, None, True)
+def test_compiled_lexicon_matches_counting_then_lookup(texts, ngrams, max_len, lowercase, data, binary):
     """TermLexicon (compiled for ASCII text, Python otherwise) equals Counter(tokens) restricted to the
-    vocabulary, also after terms are removed and ids reused."""
+    vocabulary (each count 1 for presence features), also after terms are removed and ids reused."""
     from sgm.model.lexicon import TermLexicon
     from sgm.model.interner import Interner
 
-    tokenizer = Tokenizer(ngrams=ngrams, max_token_length=max_len, lowercase=lowercase)
+    tokenizer = Tokenizer(ngrams=ngrams, max_token_length=max_len, lowercase=lowercase, binary=binary)
     longer = Tokenizer(ngrams=ngrams, lowercase=lowercase)  # its words may be too long for `tokenizer`
     tokens = sorted({t for text in texts for t in tokenizer.tokens(text) + longer.tokens(text)})
     draw = data.draw if data is not None else (lambda strategy: ["ab", "a b", "ab a", "a c", "bb"])  # examples
@@ -82,8 +84,8 @@ def test_compiled_lexicon_matches_counting_then_lookup(texts, ngrams, max_len, l
         owner, ids, counts = lexicon.known_terms(texts, tokenizer)
         expected = []
         for d, text in enumerate(texts):
-            expected += [(d, vocabulary.ids[t], float(c)) for t, c in Counter(tokenizer.tokens(text)).items()
-                         if t in vocabulary.ids]
+            expected += [(d, vocabulary.ids[t], 1.0 if binary else float(c))
+                         for t, c in Counter(tokenizer.tokens(text)).items() if t in vocabulary.ids]
         assert list(zip(owner.tolist(), ids.tolist(), counts.tolist())) == expected
         for t in (known[step::3] if known else []):  # the vocabulary changes: removals, reused ids, new terms
             vocabulary.remove(vocabulary.ids[t])
@@ -204,18 +206,61 @@ unicode_heavy = st.text(alphabet=st.sampled_from(
 
 
 @settings(deadline=None)  # the first call compiles the kernels
-@given(st.lists(unicode_heavy, min_size=1, max_size=4), st.integers(1, 2), st.integers(1, 4), st.booleans())
-def test_compiled_tokenizer_classifies_unicode_like_the_python_path(texts, ngrams, max_len, lowercase):
+@given(st.lists(unicode_heavy, min_size=1, max_size=4), st.integers(1, 2), st.integers(1, 4), st.booleans(),
+       st.booleans())
+def test_compiled_tokenizer_classifies_unicode_like_the_python_path(texts, ngrams, max_len, lowercase, binary):
     """Every token, known or new, of non-ASCII text (separators, spaces, apostrophes of 2 and 3 bytes in
     UTF-8, characters of 4, lone surrogates) as ``Counter(tokenizer.tokens(text))`` lists them."""
     from sgm.model.lexicon import TermLexicon
     from sgm.model.interner import Interner
 
-    tokenizer = Tokenizer(ngrams=ngrams, max_token_length=max_len, lowercase=lowercase)
+    tokenizer = Tokenizer(ngrams=ngrams, max_token_length=max_len, lowercase=lowercase, binary=binary)
     vocabulary = Interner()
     for term in ["a", "é", "ab", "a b", "😀"]:
         vocabulary.add(term)
     owner, terms, counts, new = TermLexicon(vocabulary).all_terms(texts, tokenizer)
     names = [vocabulary.names[t] if t >= 0 else new[-t - 1] for t in terms.tolist()]
-    expected = [(d, t, float(c)) for d, text in enumerate(texts) for t, c in Counter(tokenizer.tokens(text)).items()]
+    expected = [(d, t, 1.0 if binary else float(c)) for d, text in enumerate(texts)
+                for t, c in Counter(tokenizer.tokens(text)).items()]
     assert list(zip(owner.tolist(), names, counts.tolist())) == expected
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.lists(st.tuples(ascii_heavy | unicode_heavy, st.sampled_from("pq"), st.booleans()), min_size=1, max_size=8),
+       st.integers(1, 2), st.sampled_from(["uc_pd_jm_dp", "u_jm_fw_ps", "uc_pd_dp_tXiX_ps"]))
+def test_binary_tokenizer_equals_learning_the_presence_counter(steps, ngrams, spec):
+    """A model with presence features, learning and scoring text (the compiled path with ids, the batch
+    path, unlearning), equals the same model given ``{term: 1 for each distinct token}`` mappings."""
+    from sgm.model import build_model
+
+    config = {"model": spec, "params": {} if spec.startswith("u_jm") else {"mu": 5.0}}
+    binary = build_model({**config, "tokenizer": {"ngrams": ngrams, "binary": True}})
+    counts = build_model({**config, "tokenizer": {"ngrams": ngrams}})
+    plain = Tokenizer(ngrams=ngrams)
+
+    def presence(text):
+        return {t: 1 for t in Counter(plain.tokens(text))}
+
+    half = len(steps) // 2
+    binary.learn_many([t for t, _, _ in steps[:half]], [l for _, l, _ in steps[:half]], ids=list(range(half)))
+    counts.learn_many([presence(t) for t, _, _ in steps[:half]], [l for _, l, _ in steps[:half]], ids=list(range(half)))
+    for i, (text, label, drop) in enumerate(steps[half:], start=half):
+        binary.learn_one(text, label, id=str(i))
+        counts.learn_one(presence(text), label, id=str(i))
+        if drop:
+            assert binary.forget(str(i - 1)) == counts.forget(str(i - 1))
+    assert binary.state.terms.ids.keys() == counts.state.terms.ids.keys()
+    probe = [t for t, _, _ in steps] + ["a b a b é"]
+    if len(counts):
+        classes, expected = counts.predict_log_proba_many([presence(t) for t in probe])
+        assert binary.predict_log_proba_many(probe)[0] == classes
+        np.testing.assert_allclose(binary.predict_log_proba_many(probe)[1], expected, rtol=0, atol=1e-9)
+        for text in probe:  # one text at a time: the remembered tokenization of the compiled path
+            np.testing.assert_allclose(binary.predict_log_proba_many([text])[1],
+                                       counts.predict_log_proba_many([presence(text)])[1], rtol=0, atol=1e-9)
+
+
+def test_binary_tokenizer_round_trips_and_leaves_count_configs_alone():
+    assert Tokenizer().to_dict() == {"ngrams": 1, "lowercase": True, "max_token_length": 40}
+    assert Tokenizer.from_dict(Tokenizer(ngrams=2, binary=True).to_dict()) == Tokenizer(ngrams=2, binary=True)
+    assert term_counts("to be or not to be", Tokenizer(binary=True))[1].tolist() == [1.0, 1.0, 1.0, 1.0]

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     model_options = dict(model=args.model, param=dict(parse_param(p) for p in args.param), half_life=args.half_life)
     # The first start of a fresh install compiles the model's kernels (numba caches them): say so, and do it
     # before the stream starts, so the latencies below are the service's, not the compiler's.
-    ready = prepare_kernels(ServiceConfig(**model_options).model_config(),
+    ready = prepare_kernels(ServiceConfig(**model_options).model_config(), many_labels=False,  # a few labels
                             on_compile=lambda: print(f"sgm demo: {COMPILING}", flush=True))
     if ready.compiled:
         print(f"sgm demo: kernels compiled in {ready.seconds:.1f} s", flush=True)

@@ -79,6 +79,8 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--multilabel", choices=("per_label", "powerset"), default=None,
                        help="label sets: per label or as one class each (default for multi-label data: powerset)")
     model.add_argument("--ngrams", type=int, default=None, help="tokenizer: longest word n-gram (1-3)")
+    model.add_argument("--binary", action=argparse.BooleanOptionalAction, default=None,
+                       help="tokenizer: presence features (each distinct term of a document counts 1)")
 
     decision = parser.add_argument_group("spam decision (two-label data; the label is --positive, default spam)")
     decision.add_argument("--spam-threshold", type=float, default=None, metavar="P",
@@ -122,6 +124,8 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         config["multilabel"] = args.multilabel
     if args.ngrams is not None:
         config["tokenizer"] = {**dict(config.get("tokenizer") or {}), "ngrams": args.ngrams}
+    if args.binary is not None:
+        config["tokenizer"] = {**dict(config.get("tokenizer") or {}), "binary": args.binary}
     explicit = route_mail_params({k: v for k, v in config.items() if v is not None})
     model_config(build_model(explicit))  # validates every field now, with the model's own messages
     return explicit

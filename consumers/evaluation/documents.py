@@ -75,7 +75,9 @@ class ReadDocuments:
     def __init__(self, docs: Sequence[LabelledDoc], config: Mapping[str, Any], mail: bool) -> None:
         self.mail = mail
         tokenizer = Tokenizer.from_dict(config["tokenizer"]) if config.get("tokenizer") else Tokenizer()
-        if mail:
+        if config.get("model") == "ensemble":  # each base reads the documents with its own tokenizer or mail options
+            self.mail, self.counts = False, documents(docs, mail)
+        elif mail:
             read = MailFeatures(MailOptions.from_dict({**dict(config.get("mail") or {}), "meta_weight": 1.0}))
             self.counts = [read(d.raw) if d.raw is not None else tokenizer(d.text) for d in docs]
         else:

@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 from numba.core import event
 
 from sgm.model import build_model
+from sgm.model.mnb import PRUNED_TOPK_MIN_CLASSES
 
 log = logging.getLogger("sgm.service")
 
@@ -73,10 +74,12 @@ def cache_location() -> str:
     return os.environ.get("NUMBA_CACHE_DIR") or "__pycache__ next to the installed sgm/model files"
 
 
-def exercise(model: Any, *, scores: bool) -> None:
+def exercise(model: Any, *, scores: bool, many_labels: bool = True) -> None:
     """Learn, score, unlearn and forget a few tiny documents on ``model`` (a throwaway one).
 
     Scoring takes a batch of texts, one of term counts and a mixed one: each form has its own path.
+    ``many_labels`` also compiles the pruned top-k that MNB takes from PRUNED_TOPK_MIN_CLASSES labels on
+    (an image's cache should hold it; a demo with a handful of labels never runs it).
     """
     ids = [f"warm-{i}" for i in range(len(_TEXTS) + len(_TERMS))]
     ts = [1.0 + i for i in range(len(ids))]
@@ -89,9 +92,15 @@ def exercise(model: Any, *, scores: bool) -> None:
     model.forget(ids[2])
     if scores:
         model.rank_many(_TEXTS, 3)
+    if scores and many_labels and hasattr(model, "uses_pruned_topk"):  # many labels: the pruned top-k's kernels (MNB)
+        n = PRUNED_TOPK_MIN_CLASSES
+        model.learn_many([{"warm": 1, f"warm{i}": 1} for i in range(n)], [(f"warm-{i}",) for i in range(n)],
+                         [ts[-1]] * n, [f"warm-many-{i}" for i in range(n)], sequential=False)
+        if model.uses_pruned_topk(3):
+            model.rank_many([{"warm1": 2, "warm2": 1}], 3)
 
 
-def prepare_kernels(model_config: Mapping[str, Any], *, scores: bool = True,
+def prepare_kernels(model_config: Mapping[str, Any], *, scores: bool = True, many_labels: bool = True,
                     on_compile: Callable[[], None] | None = None) -> KernelsReady:
     """Compile (or load from numba's cache) the kernels a process of this configuration uses.
 
@@ -101,6 +110,8 @@ def prepare_kernels(model_config: Mapping[str, Any], *, scores: bool = True,
         The process's model configuration (:func:`sgm.model.build_model`'s input).
     scores : bool
         Also the scoring path (a classifier); learning is always prepared (every role trains).
+    many_labels : bool
+        Also the pruned top-k for models with many labels (see :func:`exercise`).
     on_compile : callable, optional
         Called once, when the first kernel has to be compiled (not when everything is cached).
 
@@ -113,7 +124,7 @@ def prepare_kernels(model_config: Mapping[str, Any], *, scores: bool = True,
     watch = _CompileWatch(on_compile)
     started = time.perf_counter()
     with event.install_listener("numba:compile", watch):
-        exercise(build_model(dict(model_config)), scores=scores)
+        exercise(build_model(dict(model_config)), scores=scores, many_labels=many_labels)
     return KernelsReady(time.perf_counter() - started, watch.compiled)
 
 

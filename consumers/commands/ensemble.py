@@ -1,0 +1,69 @@
+"""``sgm ensemble``: fit a log-linear pool of tuned base configurations on development data.
+
+Example (see ``docs/EVALUATION.md``)::
+
+    sgm tune --data webkb --model uc_pd_jm_dp_fw_ps --ngrams 2 --binary --out binary.json
+    sgm tune --data webkb --model tdm_uc_jm_dp_kpd_kdp --out tdm.json
+    sgm ensemble --data webkb --base binary.json --base tdm.json --out ensemble.json --json fit.json
+    sgm eval --data webkb --config ensemble.json
+
+Only the training side is read (``sgm.consumers.evaluation.ensemble_fit``): out-of-fold posteriors of the
+bases inside dev-train, the pool fitted and its variant chosen there, the dev score on the dev-test part
+``sgm tune`` scores. The written configuration is a model configuration like any other
+(``{"model": "ensemble", "bases": [...], "weights": ..., "bias": ..., "meta": ...}``): ``sgm eval
+--config`` evaluates it on the test split.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, help="dataset file or shared dataset name (r8, ...)")
+    parser.add_argument("--mode", choices=("split",), default="split", help="the protocol (split only)")
+    parser.add_argument("--base", action="append", required=True, metavar="CONFIG",
+                        help="a base model's configuration JSON (as sgm tune writes it); repeat for each base")
+    parser.add_argument("--objective", choices=("accuracy", "micro_f1"), default=None,
+                        help="dev measure (default: accuracy; micro_f1 for multi-label data)")
+    parser.add_argument("--dev-fraction", type=float, default=0.25, help="dev-test share of the training data (0.25)")
+    parser.add_argument("--dev-seed", type=int, default=0, help="seed of the dev partition (default 0)")
+    parser.add_argument("--folds", type=int, default=4, help="folds of the out-of-fold posteriors (default 4)")
+    parser.add_argument("--test-fraction", type=float, default=0.2,
+                        help="data without a split: seeded random test share (default 0.2)")
+    parser.add_argument("--split-seed", type=int, default=0, help="seed of that random split (default 0)")
+    parser.add_argument("--out", required=True, metavar="CONFIG", help="write the ensemble's configuration here")
+    parser.add_argument("--json", default=None, metavar="REPORT", help="write the fit's report as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from sgm.consumers.evaluation.ensemble_fit import fit_ensemble
+    from sgm.consumers.evaluation.harness import EvalSetup, load_examples
+
+    try:
+        configs = []
+        for path in args.base:
+            loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+            if not isinstance(loaded, dict) or "model" not in loaded:
+                raise ValueError(f"{path}: a configuration is a JSON object with a 'model'")
+            configs.append(loaded)
+        docs = load_examples(args.data)
+        setup = EvalSetup(mode="split", test_fraction=args.test_fraction, split_seed=args.split_seed)
+        summary = fit_ensemble(docs, configs, setup, args.objective, args.dev_fraction, args.dev_seed, args.folds,
+                               log=lambda message: print(message, file=sys.stderr))
+    except (ValueError, FileNotFoundError, json.JSONDecodeError) as exc:
+        print(f"sgm ensemble: {exc}", file=sys.stderr)
+        return 2
+    summary["data"] = str(args.data)
+    Path(args.out).write_text(json.dumps(summary["tuned_config"], indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    chosen = summary["chosen"]
+    how = (f"base {chosen['base']} alone" if "base" in chosen else
+           f"meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}")
+    print(f"dev {summary['objective']}: best base {summary['dev_default']:.6f}, equal weights "
+          f"{summary['dev_uniform']:.6f} -> fitted pool {summary['dev_tuned']:.6f} ({how}; "
+          f"{summary['search_seconds']:.1f}s); written to {args.out}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return 0

@@ -1,0 +1,300 @@
+"""Ensemble: base models that learn together, scored by a log-linear pool of their posteriors.
+
+Every base model (an MNB or TDM with its own smoothing, weighting and features)
+learns, unlearns, forgets and decays the same documents; a scored document's
+posterior is the normalized product of the bases' posteriors, each raised to a
+weight (a product of experts, the log-linear pool of LSHTC4-style ensembles):
+
+    score(l | d) = sum_j alpha_j(d) max(log p_j(l | d), floor) + b_l
+    p(l | d)     = exp(score(l | d)) / sum_k exp(score(k | d))
+
+with ``alpha_j(d) = sum_f v[j, f] m_f(d)``: a constant weight per base, or (``meta``)
+weights that move with meta-features of the document (feature-weighted linear
+stacking, Sill et al. 2009): ``m(d) = [1, log1p(length) / 5, max_l p_j(l | d) and
+H(p_j(. | d)) / log K for each base j, the share of base pairs whose arg-max agree]``
+(``length``: word tokens of a text, the count sum of a mapping). ``b_l`` is an
+optional per-class bias. The pool is fitted elsewhere (on development data:
+``sgm.consumers.evaluation.ensemble_fit``); here it is applied. The floor keeps a
+base's confident zero (``log p = -inf`` or thousands below) from vetoing a class.
+
+Learning is exact because each base's is: the ensemble adds nothing to learn, so
+it streams as its bases do (one document at a time, unlearning, decay).
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import zipfile
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .base import POWERSET_SEPARATOR, GenerativeTextModel, top_k_indices
+from .factory import build_model, model_config, register_family
+from .mail import Message
+from .text import Tokenizer
+
+#: Default floor of a base's log posterior in the pool.
+FLOOR = -50.0
+FORMAT = "sgm-ensemble-snapshot"
+_WORDS = Tokenizer()
+
+
+def meta_feature_count(n_bases: int, meta: bool) -> int:
+    """Columns of ``m(d)``: 1 (the constant), or ``3 + 2 n_bases`` with meta-features.
+
+    >>> meta_feature_count(3, False), meta_feature_count(3, True)
+    (1, 9)
+    """
+    return 3 + 2 * n_bases if meta else 1
+
+
+def meta_features(log_posts: np.ndarray, lengths: np.ndarray, meta: bool) -> np.ndarray:
+    """``m(d)`` for a batch: ``log_posts`` of shape (bases, docs, classes) (floored), ``lengths`` per document.
+
+    >>> lp = np.log(np.array([[[0.5, 0.5]], [[0.9, 0.1]]]))
+    >>> meta_features(lp, np.array([3.0]), True).round(4).tolist()
+    [[1.0, 0.2773, 0.5, 1.0, 0.9, 0.469, 1.0]]
+    """
+    n_bases, n_docs, n_classes = log_posts.shape
+    columns = [np.ones(n_docs)]
+    if meta:
+        columns.append(np.log1p(lengths) / 5.0)
+        norm = math.log(n_classes) if n_classes > 1 else 1.0
+        for lp in log_posts:
+            p = np.exp(lp)
+            columns.append(p.max(axis=1))
+            columns.append(-(p * lp).sum(axis=1) / norm)
+        top = log_posts.argmax(axis=2)
+        columns.append((top[:, None, :] == top[None, :, :]).mean(axis=(0, 1)))
+    return np.stack(columns, axis=1)
+
+
+def pool(log_posts: np.ndarray, meta_columns: np.ndarray, weights: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """Normalized log posteriors of the pool: ``log_posts`` (bases, docs, classes) floored, ``meta_columns``
+    (docs, F), ``weights`` (bases, F), ``bias`` (classes,).
+
+    >>> lp = np.log(np.array([[[0.8, 0.2]], [[0.4, 0.6]]]))
+    >>> np.exp(pool(lp, np.ones((1, 1)), np.array([[1.0], [1.0]]), np.zeros(2))).round(4).tolist()
+    [[0.7273, 0.2727]]
+    """
+    alpha = meta_columns @ weights.T  # (docs, bases)
+    scores = np.einsum("dj,jdl->dl", alpha, log_posts) + bias[None, :]
+    top = scores.max(axis=1, keepdims=True)
+    return scores - (top + np.log(np.exp(scores - top).sum(axis=1, keepdims=True)))
+
+
+def class_key(name) -> str:
+    """A class name as the bias is keyed (label-powerset tuples joined by the unit separator)."""
+    return POWERSET_SEPARATOR.join(name) if isinstance(name, tuple) else str(name)
+
+
+class Ensemble:
+    """Base models learning the same documents, scored by a log-linear pool (module docstring).
+
+    Parameters
+    ----------
+    bases : sequence of GenerativeTextModel
+        The base models (empty or having learned the same documents).
+    weights : array-like, shape (n_bases,) or (n_bases, F)
+        Pool weights ``v``: one per base, or per base and meta-feature (``F`` = :func:`meta_feature_count`).
+    bias : mapping class key -> float, optional
+        Per-class bias ``b_l`` (:func:`class_key` names; absent classes 0).
+    meta : bool
+        Weights move with the meta-features of each document.
+    floor : float
+        Floor of each base's log posterior.
+
+    Examples
+    --------
+    >>> from sgm.model import MNB
+    >>> e = Ensemble([MNB("u_jm", beta=0.5), MNB("uc_pd_jm_dp", tokenizer=Tokenizer(binary=True))], [0.6, 0.4])
+    >>> e.learn_many(["cheap pills now", "lunch at noon", "cheap cheap offer"], ["spam", "ham", "spam"], ids=["a", "b", "c"])
+    3
+    >>> e.predict_one("cheap lunch offer")
+    'spam'
+    >>> e.forget("c"), len(e)
+    (True, 2)
+    >>> clone = Ensemble.from_bytes(e.to_bytes())
+    >>> bool(np.allclose(clone.predict_log_proba_many(["noon pills"])[1], e.predict_log_proba_many(["noon pills"])[1]))
+    True
+    """
+
+    family = "ensemble"
+
+    def __init__(self, bases: Sequence[GenerativeTextModel], weights, bias: Mapping[str, float] | None = None,
+                 meta: bool = False, floor: float = FLOOR) -> None:
+        self.bases = list(bases)
+        if not self.bases:
+            raise ValueError("an ensemble needs at least one base model")
+        if len({b.multilabel for b in self.bases}) != 1:
+            raise ValueError("the base models must share one multilabel mode")
+        v = np.asarray(weights, dtype=np.float64)
+        if v.ndim == 1:
+            v = v[:, None]
+        self.meta = bool(meta)
+        expected = (len(self.bases), meta_feature_count(len(self.bases), self.meta))
+        if v.shape != expected:
+            raise ValueError(f"weights must have shape {expected}, got {v.shape}")
+        if not np.isfinite(v).all():
+            raise ValueError("weights must be finite")
+        self.weights = v
+        self.bias = {str(k): float(b) for k, b in (bias or {}).items()}
+        if not all(math.isfinite(b) for b in self.bias.values()):
+            raise ValueError("biases must be finite")
+        if not (math.isfinite(floor) and floor < 0):
+            raise ValueError("floor must be a negative number")
+        self.floor = float(floor)
+
+    # ------------------------------------------------------------ config
+    @property
+    def multilabel(self) -> str:
+        return self.bases[0].multilabel
+
+    def model_config(self) -> dict[str, Any]:
+        """The configuration :func:`model.factory.build_model` rebuilds an empty ensemble from."""
+        return {"model": "ensemble", "params": {}, "bases": [model_config(b) for b in self.bases],
+                "weights": self.weights.tolist(), "bias": dict(self.bias), "meta": self.meta, "floor": self.floor}
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "Ensemble":
+        unknown = set(config) - {"model", "bases", "weights", "bias", "meta", "floor", "multilabel", "params"}
+        if unknown:
+            raise ValueError(f"unknown ensemble configuration keys: {sorted(unknown)}")
+        if config.get("params"):
+            raise ValueError("an ensemble takes no params: its numbers are the bases' and the pool's")
+        bases = []
+        for base in config.get("bases") or []:
+            base = dict(base)
+            if config.get("multilabel") is not None:  # the data's mode (e.g. powerset) applies to every base
+                base["multilabel"] = config["multilabel"]
+            bases.append(build_model(base))
+        return cls(bases, config.get("weights", [1.0 / max(len(bases), 1)] * len(bases)), config.get("bias"),
+                   bool(config.get("meta", False)), float(config.get("floor", FLOOR)))
+
+    def __repr__(self) -> str:
+        return f"Ensemble({len(self.bases)} bases, meta={self.meta})"
+
+    # ------------------------------------------------------------ learning
+    def learn_one(self, doc, labels, ts: float | None = None, id: str | None = None) -> bool:
+        """Learn one document in every base; ``True`` if it changed them."""
+        changed = [base.learn_one(doc, labels, ts=ts, id=id) for base in self.bases]
+        return any(changed)
+
+    def learn_many(self, docs: Iterable, labels: Iterable, ts: Iterable | None = None, ids: Iterable | None = None,
+                   *, sequential: bool = False) -> int:
+        """Learn a batch in every base; how many documents changed the first base."""
+        docs, labels = list(docs), list(labels)
+        ts, ids = (None if ts is None else list(ts)), (None if ids is None else list(ids))
+        counts = [base.learn_many(docs, labels, ts=ts, ids=ids, sequential=sequential) for base in self.bases]
+        return counts[0]
+
+    def unlearn_one(self, doc, labels=None, ts: float | None = None, id: str | None = None) -> bool:
+        """Unlearn a document from every base (the first base checks the labels before any changes)."""
+        changed = [self.bases[0].unlearn_one(doc, labels, ts=ts, id=id)]
+        changed += [base.unlearn_one(doc, None, ts=ts, id=id) for base in self.bases[1:]]
+        return changed[0]
+
+    def forget(self, id: str) -> bool:
+        return [base.forget(id) for base in self.bases][0]
+
+    def check_labels(self, labels) -> tuple[str, ...]:
+        return self.bases[0].check_labels(labels)
+
+    def __len__(self) -> int:
+        return len(self.bases[0])
+
+    def __contains__(self, id: str) -> bool:
+        return id in self.bases[0]
+
+    @property
+    def classes_(self) -> list:
+        return self.bases[0].classes_
+
+    # ------------------------------------------------------------ scoring
+    def base_log_posteriors(self, docs: Sequence) -> tuple[list, np.ndarray]:
+        """``(classes, array (bases, docs, classes))``: every base's log posteriors in the first base's class
+        order, floored."""
+        classes, first = self.bases[0].predict_log_proba_many(docs)
+        out = np.empty((len(self.bases), len(docs), len(classes)))
+        out[0] = first
+        column = {c: i for i, c in enumerate(classes)}
+        for j, base in enumerate(self.bases[1:], start=1):
+            names, lp = base.predict_log_proba_many(docs)
+            if names == classes:
+                out[j] = lp
+            else:  # same documents, other class ids (e.g. freed and reused in another order): by name
+                out[j][:, [column[c] for c in names]] = lp
+        return classes, np.maximum(np.nan_to_num(out, nan=self.floor, neginf=self.floor), self.floor)
+
+    def lengths(self, docs: Sequence) -> np.ndarray:
+        """The length meta-feature's input: word tokens of a text, the count sum of a mapping or message."""
+        out = []
+        for doc in docs:
+            if isinstance(doc, str):
+                out.append(len(_WORDS.tokens(doc)))
+            elif isinstance(doc, Message):
+                out.append(sum(self.bases[0].read_message(doc).terms.values()))
+            else:
+                out.append(sum(doc.values()))
+        return np.asarray(out, dtype=np.float64)
+
+    def predict_log_proba_many(self, docs: Iterable) -> tuple[list, np.ndarray]:
+        """Log posteriors of the pool: ``(classes, array (docs, classes))``."""
+        docs = list(docs)
+        classes, log_posts = self.base_log_posteriors(docs)
+        lengths = self.lengths(docs) if self.meta else np.zeros(len(docs))
+        bias = np.array([self.bias.get(class_key(c), 0.0) for c in classes])
+        return classes, pool(log_posts, meta_features(log_posts, lengths, self.meta), self.weights, bias)
+
+    def predict_proba_many(self, docs: Iterable) -> list[dict]:
+        classes, log_post = self.predict_log_proba_many(docs)
+        return [dict(zip(classes, row.tolist())) for row in np.exp(log_post)]
+
+    def predict_proba_one(self, doc) -> dict:
+        return self.predict_proba_many([doc])[0]
+
+    def predict_topk_many(self, docs: Iterable, k: int) -> list[list[tuple[Any, float]]]:
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        classes, log_post = self.predict_log_proba_many(docs)
+        top = top_k_indices(log_post, k)
+        probs = np.exp(np.take_along_axis(log_post, top, axis=1))
+        return [[(classes[i], p) for i, p in zip(t, q)] for t, q in zip(top.tolist(), probs.tolist())]
+
+    def predict_many(self, docs: Iterable) -> list:
+        return [top[0][0] for top in self.predict_topk_many(docs, 1)]
+
+    def predict_one(self, doc):
+        """The arg-max class (ties: the first in class order)."""
+        return self.predict_many([doc])[0]
+
+    # ------------------------------------------------------------ snapshots
+    def to_bytes(self) -> bytes:
+        """A ZIP of the pool (JSON) and each base's own snapshot (:meth:`GenerativeTextModel.to_bytes`)."""
+        meta = {"format": FORMAT, "version": 1, "weights": self.weights.tolist(), "bias": self.bias,
+                "meta": self.meta, "floor": self.floor, "bases": len(self.bases)}
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+            archive.writestr("ensemble.json", json.dumps(meta, sort_keys=True))
+            for j, base in enumerate(self.bases):
+                archive.writestr(f"base-{j}.sgm", base.to_bytes())
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, **limits: Any) -> "Ensemble":
+        """Rebuild an ensemble from :meth:`to_bytes` (each base checked as its own snapshot is)."""
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                meta = json.loads(archive.read("ensemble.json"))
+                if meta.get("format") != FORMAT or meta.get("version") != 1:
+                    raise ValueError("not an ensemble snapshot of a known version")
+                bases = [GenerativeTextModel.from_bytes(archive.read(f"base-{j}.sgm"), **limits)
+                         for j in range(int(meta["bases"]))]
+        except (zipfile.BadZipFile, KeyError, json.JSONDecodeError) as exc:
+            raise ValueError(f"not a valid ensemble snapshot: {exc}") from None
+        return cls(bases, meta["weights"], meta["bias"], meta["meta"], meta["floor"])
+
+
+register_family(Ensemble.family, Ensemble)

@@ -1,0 +1,77 @@
+"""``sgm ensemble``'s fit (consumers/evaluation/ensemble_fit.py): dev scores comparable with ``sgm tune``'s, a
+configuration that ``sgm eval`` evaluates, and the bench page's ensemble rows."""
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from sgm.consumers.cli import main as sgm
+from sgm.consumers.evaluation.ensemble_fit import fit_ensemble, fit_pool
+from sgm.consumers.evaluation.harness import EvalSetup, development_task, evaluate_split, random_partition, train_test
+from sgm.model import Ensemble, build_model
+from sgm.stream.datasets import LabelledDoc
+
+TOPICS = {"sport": "goal match team score league", "money": "bank rate stock market price",
+          "food": "recipe cook dinner taste bread"}
+NOISE = "the a of and to in report news today new"
+
+
+def toy_docs(n: int = 160, seed: int = 0) -> list[LabelledDoc]:
+    rng = random.Random(seed)
+    docs = []
+    for i in range(n):
+        label = rng.choice(sorted(TOPICS))
+        words = rng.choices(TOPICS[label].split(), k=3) + rng.choices(NOISE.split() + TOPICS[rng.choice(sorted(TOPICS))].split(), k=6)
+        docs.append(LabelledDoc(f"d{i}", " ".join(words), (label,), None, "test" if i % 4 == 0 else "train"))
+    return docs
+
+
+BASES = [{"model": "u_jm_ps", "params": {"beta": 0.4}},
+         {"model": "uc_pd_jm_dp_fw_ps", "tokenizer": {"ngrams": 2, "binary": True}}]
+
+
+def test_dev_scores_are_the_tune_protocols_and_the_config_reproduces_the_pool():
+    docs = toy_docs()
+    setup = EvalSetup(mode="split")
+    summary = fit_ensemble(docs, BASES, setup, folds=3)
+    for config, dev in zip(BASES, summary["dev_bases"]):  # the very dev score sgm tune gives each base
+        assert dev == pytest.approx(development_task(docs, config, setup).run({})["accuracy"], abs=1e-12)
+    train, _ = train_test(docs)
+    dev_train, dev_test = random_partition(train, 0.25, 0)  # sgm tune's dev partition (texts: each base reads its own)
+    assert evaluate_split(summary["tuned_config"], dev_train, dev_test)["accuracy"] == pytest.approx(
+        summary["dev_tuned"], abs=1e-12)
+    task = development_task(docs, summary["tuned_config"], setup)  # the tune protocol reads texts for an ensemble
+    assert task.run({})["accuracy"] == pytest.approx(summary["dev_tuned"], abs=1e-12)
+    assert summary["chosen"] in summary["variants"] and len(summary["variants"]) == len(BASES) + 12
+    assert isinstance(build_model(summary["tuned_config"]), Ensemble)
+
+
+def test_pool_weights_follow_the_informative_base():
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, 3, 300)
+    good = np.log(np.where(np.eye(3)[truth] > 0, 0.8, 0.1))
+    noise = np.log(rng.dirichlet(np.ones(3), 300))
+    fitted = fit_pool(np.stack([good, noise]), np.ones(300), truth, meta=False, with_bias=False, reg=0.01)
+    assert fitted.weights[0, 0] > 0.5 and abs(fitted.weights[1, 0]) < 0.2
+
+
+def test_sgm_ensemble_then_sgm_eval(tmp_path, capsys):
+    data = tmp_path / "toy.jsonl"
+    data.write_text("".join(json.dumps({"id": d.id, "text": d.text, "labels": list(d.labels), "split": d.split}) + "\n"
+                            for d in toy_docs()), encoding="utf-8")
+    bases = []
+    for i, config in enumerate(BASES):
+        bases += ["--base", str(tmp_path / f"b{i}.json")]
+        (tmp_path / f"b{i}.json").write_text(json.dumps(config), encoding="utf-8")
+    out, fit = tmp_path / "ens.json", tmp_path / "fit.json"
+    assert sgm(["ensemble", "--data", str(data), *bases, "--folds", "3", "--out", str(out), "--json", str(fit)]) == 0
+    assert "fitted pool" in capsys.readouterr().out
+    assert sgm(["eval", "--data", str(data), "--config", str(out), "--json", str(tmp_path / "eval.json")]) == 0
+    report = json.loads((tmp_path / "eval.json").read_text())
+    train, test = train_test(toy_docs())
+    assert report["accuracy"] == pytest.approx(evaluate_split(json.loads(out.read_text()), train, test)["accuracy"])
+    assert report["config"]["model"] == "ensemble"
+    assert sgm(["ensemble", "--data", str(data), "--base", str(tmp_path / "missing.json"), "--out", str(out)]) == 2
