@@ -87,7 +87,7 @@ STREAM_CANDIDATES = (Candidate("uc_pd_jm_dp_ps"), Candidate("uc_jm_dp_ps", ("--n
                      Candidate("uc_pd_jm_dp_ps", ("--ngrams", "2")))
 #: Supervised term weights on words + bigrams, on the two smaller streams (enron-spam: time).
 STREAM_FW_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_ps", ("--ngrams", "2")),)
-#: TDM on words + bigrams, on the stream of short messages only (its prequential updates cost ~5x MNB's).
+#: TDM on words + bigrams, on spamassassin and sms-spam (enron-spam: its prequential updates cost ~5x MNB's).
 STREAM_TDM_CANDIDATES = (Candidate("tdm_uc_jm_dp_kpd_kdp", ("--ngrams", "2")),)
 #: Added when the TDM module exists (same search size as the MNB candidates).
 TDM_CANDIDATES = (Candidate("tdm_uc_jm_dp_kpd_kdp"),)
@@ -140,7 +140,8 @@ PLAN: tuple[Entry, ...] = (
     Entry("reuters21578", "prequential", (0, 0), config_from="reuters21578-split",
           note="all 11,367 stories with a topic in ts order, test-then-train; label powerset. Not tuned again: "
                "the configuration tuned on the ModApte training side (row above) is replayed as a stream"),
-    Entry("spamassassin", "prequential", (8, 12), candidates=STREAM_CANDIDATES + STREAM_FW_CANDIDATES,
+    Entry("spamassassin", "prequential", (8, 12),
+          candidates=STREAM_CANDIDATES + STREAM_FW_CANDIDATES + STREAM_TDM_CANDIDATES,
           objective="roc_auc",
           note="ts order (the time-ordered spam stream); dev = the first 25% of the stream"),
     Entry("sms-spam", "prequential", (10, 16), shuffle=0,
