@@ -9,7 +9,8 @@ One command per dataset::
 
 Every peer sees the documents as our :class:`model.text.Tokenizer` counts
 them (``vw_logistic_bigrams``: with ``ngrams=2``). Hyper-parameters are chosen
-on the same development data ``sgm tune`` uses (split mode: a seeded
+(by dev accuracy, or the ``--objective`` given, as ``sgm tune``'s; docs/RESULTS.md's spam
+streams: ``roc_auc``) on the same development data ``sgm tune`` uses (split mode: a seeded
 ``dev_fraction`` of the training documents; prequential: the first
 ``dev_fraction`` of the stream), then the chosen setting is refit on the
 whole training side (or run over the whole stream) and scored.
@@ -32,6 +33,10 @@ For scikit-learn's naive Bayes the accuracy of *every* alpha on the test
 set is kept too (``test_by_setting``), to set the dev-chosen figure beside
 the best-on-test one that published tables often quote (r8 0.9603, r52
 0.9065 for MultinomialNB).
+
+Two-label data: ROC measures rank by the positive label's log-odds, as ours: VW logistic's raw
+margin (unclipped: VW clips at +-50 by default), River's joint log-likelihoods; the logit of the
+probability for VW ``--oaa``.
 
 Label sets (multi-label data): the naive Bayes peers, River and VW use one
 class per label set (label powerset, as our model); LinearSVC and logistic
@@ -99,16 +104,19 @@ class Targets:
 
 
 def _record(outcomes: Outcomes, truth: tuple[str, ...], predicted: frozenset, p_true: float,
-            p_positive: float | None, ts: float | None) -> None:
+            p_positive: float | None, ts: float | None, odds: float | None = None) -> None:
+    """One scored document. ROC measures rank by the positive label's log-odds (harness.positive_log_odds):
+    ``odds`` where the peer has them unsaturated (VW's margin, River's joint log-likelihoods), else the
+    logit of ``p_positive`` (which ties confident documents once ``p`` rounds to 1.0)."""
     outcomes.true_sets.append(frozenset(truth))
     outcomes.predicted_sets.append(predicted)
     outcomes.p_true.append(p_true)
     if p_positive is not None:
         outcomes.p_positive.append(p_positive)
-        # ROC measures rank by log-odds (harness.positive_log_odds); a peer gives probabilities
-        p = min(max(float(p_positive), 0.0), 1.0)
-        odds = MAX_LOG_ODDS if p >= 1.0 else -MAX_LOG_ODDS if p <= 0.0 else math.log(p) - math.log1p(-p)
-        outcomes.positive_odds.append(odds)
+        if odds is None:
+            p = min(max(float(p_positive), 0.0), 1.0)
+            odds = MAX_LOG_ODDS if p >= 1.0 else -MAX_LOG_ODDS if p <= 0.0 else math.log(p) - math.log1p(-p)
+        outcomes.positive_odds.append(min(max(float(odds), -MAX_LOG_ODDS), MAX_LOG_ODDS))
     outcomes.ts.append(ts)
 
 
@@ -211,7 +219,10 @@ class OnlinePeer:
 
             if positive is None:
                 raise ValueError("vw_logistic_bigrams is for two-label data")
-            self.model = Workspace(f"--loss_function logistic --link logistic -l {setting['l']} -b 24 --quiet")
+            # no --link logistic: predict gives the raw margin (the log-odds), p = sigmoid(margin); VW clips
+            # margins to +-50 by default, which would tie confident messages as p = 1.0 does: unclipped
+            self.model = Workspace(f"--loss_function logistic -l {setting['l']} -b 24 --quiet "
+                                   "--min_prediction -1e30 --max_prediction 1e30")
         else:
             raise ValueError(f"unknown online peer {name!r}")
         self.learned = 0
@@ -228,21 +239,30 @@ class OnlinePeer:
             self.model.learn(_vw_line(counts, "1" if self.positive in labels else "-1"))
         self.learned += 1
 
-    def score(self, counts: dict[str, float]) -> tuple[dict[str, float], bool]:
-        """Class probabilities (``True``) or, with no probabilities available, scores (``False``)."""
+    def score(self, counts: dict[str, float]) -> tuple[dict[str, float], float | None]:
+        """Class probabilities, and the positive label's log-odds where the peer gives them unsaturated
+        (``None``: rank by the probability's logit)."""
         if self.name == "river_mnb":
-            return dict(self.model.predict_proba_one(counts)), True
+            probs = dict(self.model.predict_proba_one(counts))
+            odds = None
+            if self.positive is not None and probs:
+                joint = self.model.joint_log_likelihood(counts)  # log p(c) + log p(x | c), unnormalized
+                rest = [v for c, v in joint.items() if c != self.positive]
+                if self.positive in joint and rest:
+                    odds = joint[self.positive] - float(np.logaddexp.reduce(rest))
+            return probs, odds
         if self.name == "vw_oaa":
             probs = self.model.predict(_vw_line(counts))
             if not isinstance(probs, list):
                 probs = [1.0 if i + 1 == probs else 0.0 for i in range(len(self.classes))]
-            return dict(zip(self.classes, probs)), True
-        p_spam = float(self.model.predict(_vw_line(counts)))
+            return dict(zip(self.classes, probs)), None
+        margin = float(self.model.predict(_vw_line(counts)))
+        p_spam = 1.0 / (1.0 + math.exp(-min(max(margin, -700.0), 700.0)))
         other = next(label for label in self.targets.labels if label != self.positive)
-        return {self.positive: p_spam, other: 1.0 - p_spam}, True
+        return {self.positive: p_spam, other: 1.0 - p_spam}, margin
 
     def record(self, outcomes: Outcomes, counts, labels: tuple[str, ...], ts) -> None:
-        probs, _ = self.score(counts)
+        probs, odds = self.score(counts)
         key = self.targets.key(labels)
         if probs:
             top = max(probs, key=lambda c: (probs[c], c))  # ties: deterministic by name
@@ -250,7 +270,7 @@ class OnlinePeer:
         else:
             predicted = frozenset()
         p_positive = probs.get(self.targets.key((self.positive,)), 0.0) if self.positive is not None else None
-        _record(outcomes, labels, predicted, float(probs.get(key, 0.0)), p_positive, ts)
+        _record(outcomes, labels, predicted, float(probs.get(key, 0.0)), p_positive, ts, odds)
 
 
 def _online_split(name: str, setting: dict, train_counts, train_labels, test_counts, test_labels, targets, positive,
@@ -404,11 +424,15 @@ def run_prequential(docs, setup: EvalSetup, peers: Sequence[str] = PREQUENTIAL_P
                                                      setup.delay)
             return measures(outcomes, positive), unscored
 
-        dev_scores = [(objective_value(run(s, len(dev))[0], objective), s) for s in settings_for(name, "prequential")]
+        dev_reports = [(run(s, len(dev))[0], s) for s in settings_for(name, "prequential")]
+        dev_scores = [(objective_value(r, objective), s) for r, s in dev_reports]
         best_dev = max(s for s, _ in dev_scores)
-        chosen = next(setting for s, setting in dev_scores if s == best_dev)
+        chosen_at = next(i for i, (s, _) in enumerate(dev_scores) if s == best_dev)  # ties: the first listed
+        chosen, dev_report = dev_scores[chosen_at][1], dev_reports[chosen_at][0]
         report, unscored = run(chosen, len(stream))
-        row = {"peer": name, "setting": chosen, "dev": best_dev, **report, "docs": len(stream) - unscored,
+        row = {"peer": name, "setting": chosen, "objective": objective, "dev": best_dev,
+               "dev_measures": {k: dev_report[k] for k in ("accuracy", "micro_f1", "roc_auc", "one_minus_roca_pct")},
+               **report, "docs": len(stream) - unscored,
                "unscored": unscored, "seconds": round(time.perf_counter() - started, 1)}
         rows.append(row)
         if log:
@@ -436,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--dev-fraction", type=float, default=0.25)
     parser.add_argument("--dev-seed", type=int, default=0)
+    parser.add_argument("--objective", default=None, choices=("accuracy", "micro_f1", "macro_f1", "roc_auc"),
+                        help="dev measure that chooses each peer's setting (default: accuracy; micro_f1 for "
+                             "multi-label data), as sgm tune's --objective")
     parser.add_argument("--only", default=None, help="comma-separated peers")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--json", default=None, metavar="OUT")
@@ -448,9 +475,9 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
     log(f"peers on {args.data} ({mode})")
     if mode == "split":
-        rows = run_split(docs, setup, only or SPLIT_PEERS, args.dev_fraction, args.dev_seed, log=log)
+        rows = run_split(docs, setup, only or SPLIT_PEERS, args.dev_fraction, args.dev_seed, args.objective, log=log)
     else:
-        rows = run_prequential(docs, setup, only or PREQUENTIAL_PEERS, args.dev_fraction, log=log)
+        rows = run_prequential(docs, setup, only or PREQUENTIAL_PEERS, args.dev_fraction, args.objective, log=log)
     text = json.dumps(rows, indent=2, sort_keys=True, default=str)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:

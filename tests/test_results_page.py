@@ -91,6 +91,38 @@ def test_peer_summary_compares_the_dev_choice_with_every_peer_and_the_choice_bef
                                                                      candidates=(results.Candidate("u_jm_ps"),)))])
 
 
+def stream_reports(work, stem: str, size: str, dev_auc: float, roca: float, objective: str = "roc_auc") -> None:
+    tune = {**tune_report(size, dev_auc), "objective": objective}
+    ev = {**eval_report(0.98), "roc_auc": 1 - roca / 100, "one_minus_roca_pct": roca}
+    for suffix, report in ((".tune.json", tune), (".eval.json", ev), (".default.json", ev)):
+        (work / f"{stem}{suffix}").write_text(json.dumps(report), encoding="utf-8")
+
+
+def test_stream_entries_choose_by_dev_roc_auc_in_their_own_files(work):
+    """Entries with an objective keep their reports apart from accuracy-tuned ones (a --resume of an older
+    folder adds steps, never reuses them), refuse a report tuned for another measure, choose ours by dev ROC
+    AUC and set 1-ROCA% beside each peer's dev and stream 1-ROCA% with the RER."""
+    words, bigrams = results.Candidate("u_jm_ps"), results.Candidate("u_jm_ps", ("--ngrams", "2"))
+    entry = results.Entry("toy", "prequential", (2, 2), candidates=(words, bigrams), objective="roc_auc")
+    peers = [{"peer": "vw_logistic_bigrams", "accuracy": 0.97, "dev": 0.99, "macro_f1": 0.9, "log_loss": 0.1,
+              "roc_auc": 0.9975, "one_minus_roca_pct": 0.25, "dev_measures": {"one_minus_roca_pct": 1.0}},
+             {"peer": "river_mnb", "accuracy": 0.96, "dev": 0.98, "macro_f1": 0.9, "log_loss": 0.1,
+              "roc_auc": 0.995, "one_minus_roca_pct": 0.5, "dev_measures": {"one_minus_roca_pct": 2.0}}]
+    (work / "toy-prequential.peers-roc_auc.json").write_text(json.dumps(peers), encoding="utf-8")
+    stream_reports(work, "toy-prequential-u_jm_ps-roc_auc", "2x2", 0.990, 0.30)
+    stream_reports(work, "toy-prequential-u_jm_ps-bigrams-roc_auc", "2x2", 0.995, 0.20)
+    done = resumed(work, entry)
+    assert done["best"]["candidate"] is bigrams  # dev 1-ROCA 0.5% beats 1.0%
+    assert "--objective roc_auc" in done["best"]["commands"][0] and "--objective roc_auc" in done["peer_command"]
+    row = next(line for line in results.stream_summary([done]) if line.startswith("| toy"))
+    # RER: 1 - 0.2 / 0.25 = +20%, 1 - 0.2 / 0.5 = +60%
+    assert row == ("| toy (ts order) | u_jm_ps +bigrams | 0.500 | 0.9800 | 0.200 | 1.000 | 0.250 | +20.0% | "
+                   "2.000 | 0.500 | +60.0% |")
+    stream_reports(work, "toy-prequential-u_jm_ps-roc_auc", "2x2", 0.990, 0.30, objective="accuracy")
+    with pytest.raises(RuntimeError, match="tuned for accuracy, not roc_auc"):
+        resumed(work, entry)
+
+
 def test_ensemble_runs_last_competes_on_dev_and_gets_its_own_rows(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "tdm_available", lambda: False)
     peers = [{"peer": "linear_svc", "accuracy": 0.96, "dev": 0.9},
