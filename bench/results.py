@@ -127,7 +127,7 @@ class Entry:
 
 #: Split datasets: one 6x12 search (73 points) for every candidate, the same for all so that dev compares like
 #: with like. The thesis's 40x40 (1,600 points) for the 8-10 candidates per dataset would take ~5 h on two cores
-#: (measured 2026-11-26: 5-10 min per candidate on r8 alone under load); RESULTS-6x12 showed the smaller search
+#: (measured 2026-11-26: 5-10 min per candidate on r8 alone under load); the 6x12 page of that day showed the smaller search
 #: with fw ahead of the older 40x40 page on every topic set.
 PLAN: tuple[Entry, ...] = (
     Entry("r8", "split", (6, 12), note="standard split (Cardoso-Cachopo)",
