@@ -57,6 +57,23 @@ def _offer(c, value, top_ids, top_scores, n_top, k):  # pragma: no cover - compi
     return n_top
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _insert_ranked(c, value, top_ids, top_scores, n_best, k):  # pragma: no cover - compiled
+    """Insert class ``c`` into the best-``k`` list ranked by value, ties by lower id; returns the new length."""
+    if n_best < k or value > top_scores[n_best - 1] or (value == top_scores[n_best - 1] and c < top_ids[n_best - 1]):
+        at = n_best if n_best < k else k - 1
+        while at > 0 and (value > top_scores[at - 1] or (value == top_scores[at - 1] and c < top_ids[at - 1])):
+            if at < k:
+                top_scores[at] = top_scores[at - 1]
+                top_ids[at] = top_ids[at - 1]
+            at -= 1
+        top_scores[at] = value
+        top_ids[at] = c
+        if n_best < k:
+            n_best += 1
+    return n_best
+
+
 @njit(cache=True, nogil=True)
 def _threshold(top_scores, n_top, k, margin):  # pragma: no cover - compiled
     """``min(k-th best, best - margin)`` of the scores known so far (a lower bound of the true one)."""
@@ -264,17 +281,7 @@ def pruned_candidates(terms, weights, log_background, starts, lengths, posting_c
         c = cand_ids[i]
         value = cand_scores[i] - log_norm
         cand_scores[i] = value
-        if n_best < k or value > top_scores[n_best - 1] or (value == top_scores[n_best - 1] and c < top_ids[n_best - 1]):
-            at = n_best if n_best < k else k - 1
-            while at > 0 and (value > top_scores[at - 1] or (value == top_scores[at - 1] and c < top_ids[at - 1])):
-                if at < k:
-                    top_scores[at] = top_scores[at - 1]
-                    top_ids[at] = top_ids[at - 1]
-                at -= 1
-            top_scores[at] = value
-            top_ids[at] = c
-            if n_best < k:
-                n_best += 1
+        n_best = _insert_ranked(c, value, top_ids, top_scores, n_best, k)
     return False, n_hit, n_cand, theta - slack - log_norm, done, closed, log_norm, n_best, length, smooth
 
 
@@ -344,15 +351,5 @@ def best_unmarked(active, marked, log_prior, log_a, length, smooth, k, top_ids, 
         if marked[c]:
             continue
         score = ((log_prior[c] + length * log_a[c]) + smooth) + 0.0
-        if n_best < k or score > top_scores[n_best - 1]:  # ids ascending: an equal score keeps the earlier
-            at = n_best if n_best < k else k - 1
-            while at > 0 and score > top_scores[at - 1]:
-                if at < k:
-                    top_scores[at] = top_scores[at - 1]
-                    top_ids[at] = top_ids[at - 1]
-                at -= 1
-            top_scores[at] = score
-            top_ids[at] = c
-            if n_best < k:
-                n_best += 1
+        n_best = _insert_ranked(c, score, top_ids, top_scores, n_best, k)
     return n_best
