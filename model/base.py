@@ -71,7 +71,41 @@ class LearnedDocument(NamedTuple):
     seq: int
 
 
-class GenerativeTextModel:
+class PosteriorPredictions:
+    """The predict API every model derives from its ``predict_log_proba_many(docs) -> (classes, log_post)``:
+    posteriors as dicts, the top ``k`` with their probabilities, the arg-max (shared by the single models and
+    :class:`model.ensemble.Ensemble`)."""
+
+    def predict_proba_many(self, docs: Iterable) -> list[dict]:
+        classes, log_post = self.predict_log_proba_many(docs)
+        probs = np.exp(log_post)
+        return [dict(zip(classes, row.tolist())) for row in probs]
+
+    def predict_proba_one(self, doc) -> dict:
+        """Full posterior ``{class: p}`` of one document."""
+        return self.predict_proba_many([doc])[0]
+
+    def predict_topk_many(self, docs: Iterable, k: int) -> list[list[tuple[Any, float]]]:
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        classes, log_post = self.predict_log_proba_many(docs)
+        top = top_k_indices(log_post, k)
+        probs = np.exp(np.take_along_axis(log_post, top, axis=1))
+        return [[(classes[i], p) for i, p in zip(row_top, row_p)] for row_top, row_p in zip(top.tolist(), probs.tolist())]
+
+    def predict_topk(self, doc, k: int) -> list[tuple[Any, float]]:
+        """The ``k`` most probable classes with their posterior probabilities."""
+        return self.predict_topk_many([doc], k)[0]
+
+    def predict_many(self, docs: Iterable) -> list:
+        return [top[0][0] for top in self.predict_topk_many(docs, 1)]
+
+    def predict_one(self, doc):
+        """The arg-max class (ties: the lower class id)."""
+        return self.predict_many([doc])[0]
+
+
+class GenerativeTextModel(PosteriorPredictions):
     """Shared learning, bookkeeping and prediction API (see module docstring)."""
 
     #: The spec prefix naming the family ("mnb", "tdm"); set by each family class.
@@ -555,34 +589,6 @@ class GenerativeTextModel:
         Shape ``(batch.n_docs, len(active))``.
         """
         raise NotImplementedError
-
-    def predict_proba_many(self, docs: Iterable[Document]) -> list[dict]:
-        classes, log_post = self.predict_log_proba_many(docs)
-        probs = np.exp(log_post)
-        return [dict(zip(classes, row.tolist())) for row in probs]
-
-    def predict_proba_one(self, doc: Document) -> dict:
-        """Full posterior ``{class: p}`` of one document."""
-        return self.predict_proba_many([doc])[0]
-
-    def predict_topk_many(self, docs: Iterable[Document], k: int) -> list[list[tuple[Any, float]]]:
-        if k < 1:
-            raise ValueError("k must be at least 1")
-        classes, log_post = self.predict_log_proba_many(docs)
-        top = top_k_indices(log_post, k)
-        probs = np.exp(np.take_along_axis(log_post, top, axis=1))
-        return [[(classes[i], p) for i, p in zip(row_top, row_p)] for row_top, row_p in zip(top.tolist(), probs.tolist())]
-
-    def predict_topk(self, doc: Document, k: int) -> list[tuple[Any, float]]:
-        """The ``k`` most probable classes with their posterior probabilities."""
-        return self.predict_topk_many([doc], k)[0]
-
-    def predict_many(self, docs: Iterable[Document]) -> list:
-        return [top[0][0] for top in self.predict_topk_many(docs, 1)]
-
-    def predict_one(self, doc: Document):
-        """The arg-max class (ties: the lower class id)."""
-        return self.predict_many([doc])[0]
 
     def rank_many(self, docs: Sequence[Document], k: int, threshold: float | None = None) -> "Ranking":
         """Top-``k`` class names with their posteriors and the output labels of a batch, in one pass.

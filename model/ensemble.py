@@ -30,7 +30,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .base import POWERSET_SEPARATOR, GenerativeTextModel, top_k_indices
+from .base import POWERSET_SEPARATOR, GenerativeTextModel, PosteriorPredictions
 from .factory import build_model, model_config, register_family
 from .mail import Message
 from .text import Tokenizer
@@ -90,7 +90,7 @@ def class_key(name) -> str:
     return POWERSET_SEPARATOR.join(name) if isinstance(name, tuple) else str(name)
 
 
-class Ensemble:
+class Ensemble(PosteriorPredictions):
     """Base models learning the same documents, scored by a log-linear pool (module docstring).
 
     Parameters
@@ -247,28 +247,6 @@ class Ensemble:
         lengths = self.lengths(docs) if self.meta else np.zeros(len(docs))
         bias = np.array([self.bias.get(class_key(c), 0.0) for c in classes])
         return classes, pool(log_posts, meta_features(log_posts, lengths, self.meta), self.weights, bias)
-
-    def predict_proba_many(self, docs: Iterable) -> list[dict]:
-        classes, log_post = self.predict_log_proba_many(docs)
-        return [dict(zip(classes, row.tolist())) for row in np.exp(log_post)]
-
-    def predict_proba_one(self, doc) -> dict:
-        return self.predict_proba_many([doc])[0]
-
-    def predict_topk_many(self, docs: Iterable, k: int) -> list[list[tuple[Any, float]]]:
-        if k < 1:
-            raise ValueError("k must be at least 1")
-        classes, log_post = self.predict_log_proba_many(docs)
-        top = top_k_indices(log_post, k)
-        probs = np.exp(np.take_along_axis(log_post, top, axis=1))
-        return [[(classes[i], p) for i, p in zip(t, q)] for t, q in zip(top.tolist(), probs.tolist())]
-
-    def predict_many(self, docs: Iterable) -> list:
-        return [top[0][0] for top in self.predict_topk_many(docs, 1)]
-
-    def predict_one(self, doc):
-        """The arg-max class (ties: the first in class order)."""
-        return self.predict_many([doc])[0]
 
     # ------------------------------------------------------------ snapshots
     def to_bytes(self) -> bytes:
