@@ -22,14 +22,15 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .tune import add_dev_partition_arguments
+
     parser.add_argument("--data", required=True, help="dataset file or shared dataset name (r8, ...)")
     parser.add_argument("--mode", choices=("split",), default="split", help="the protocol (split only)")
     parser.add_argument("--base", action="append", required=True, metavar="CONFIG",
                         help="a base model's configuration JSON (as sgm tune writes it); repeat for each base")
     parser.add_argument("--objective", choices=("accuracy", "micro_f1"), default=None,
                         help="dev measure (default: accuracy; micro_f1 for multi-label data)")
-    parser.add_argument("--dev-fraction", type=float, default=0.25, help="dev-test share of the training data (0.25)")
-    parser.add_argument("--dev-seed", type=int, default=0, help="seed of the dev partition (default 0)")
+    add_dev_partition_arguments(parser)
     parser.add_argument("--folds", type=int, default=4, help="folds of the out-of-fold posteriors (default 4)")
     parser.add_argument("--test-fraction", type=float, default=0.2,
                         help="data without a split: seeded random test share (default 0.2)")

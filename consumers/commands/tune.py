@@ -43,6 +43,14 @@ from sgm.model.spec import PARAMS, SpecError, parse_spec
 from .eval import MEASURES, TWO_LABEL_MEASURES, add_data_arguments, config_from_args, format_summary, setup_from_args
 
 
+def add_dev_partition_arguments(group) -> None:
+    """The development partition, shared with ``sgm ensemble``: the same flags and defaults make their dev
+    scores comparable."""
+    group.add_argument("--dev-fraction", type=float, default=0.25,
+                       help="dev-test share of the training data, or dev share of the stream (default 0.25)")
+    group.add_argument("--dev-seed", type=int, default=0, help="seed of the dev partition (default 0)")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_arguments(parser)
     search = parser.add_argument_group("search")
@@ -58,9 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     search.add_argument("--objective", default=None,
                         choices=("accuracy", "micro_f1", "macro_f1", "roc_auc", "neg_log_loss"),
                         help="dev measure to maximize (default: accuracy; micro_f1 for multi-label data)")
-    search.add_argument("--dev-fraction", type=float, default=0.25,
-                        help="dev-test share of the training data, or dev share of the stream (default 0.25)")
-    search.add_argument("--dev-seed", type=int, default=0, help="seed of the dev partition (default 0)")
+    add_dev_partition_arguments(search)
     search.add_argument("--dev-folds", type=int, default=1, metavar="K",
                         help="split mode: K-fold cross-validation over the training data instead of one dev "
                              "partition (each point fits K models; less noisy, K times slower; default 1)")
