@@ -37,6 +37,9 @@ class MNB(GenerativeTextModel):
     multilabel : {"per_label", "powerset"}
         How documents with several labels are counted: under each label, or as
         one class per label set.
+    label_threshold : float, optional
+        Powerset mode: output the labels whose marginal probability is at least
+        this (:mod:`model.label_marginals`) instead of the arg-max label set.
     tokenizer : Tokenizer, optional
         Applied to text documents (default: :class:`model.text.Tokenizer`).
     half_life : float, optional
