@@ -602,9 +602,9 @@ class GenerativeTextModel(PosteriorPredictions):
     def rank_many(self, docs: Sequence[Document], k: int, threshold: float | None = None) -> "Ranking":
         """Top-``k`` class names with their posteriors and the output labels of a batch, in one pass.
 
-        Output labels: in powerset mode the arg-max label set, or with a ``label_threshold`` the labels
-        whose marginal reaches it (:mod:`model.label_marginals`); in per-label mode the labels with
-        posterior at least ``threshold``, else the top label.
+        Output labels: in per-label mode the labels with posterior at least ``threshold``, else the top
+        label; in powerset mode the labels whose marginal reaches ``threshold`` (default: the model's
+        ``label_threshold``; :mod:`model.label_marginals`), or without either the arg-max label set.
         Before any training every list is empty.
         """
         if len(self) == 0:
@@ -616,8 +616,9 @@ class GenerativeTextModel(PosteriorPredictions):
         name_array = np.empty(len(names), dtype=object)
         name_array[:] = names
         top_names = name_array[top].tolist()  # one gather for the batch, not a Python loop per document
-        if self.multilabel == "powerset" and self.label_threshold is not None:
-            labels = self._marginal_labels(classes, log_post)
+        marginal_threshold = self.label_threshold if threshold is None else threshold
+        if self.multilabel == "powerset" and marginal_threshold is not None:
+            labels = self._marginal_labels(classes, log_post, marginal_threshold)
         elif self.multilabel == "powerset":
             labels = [list(classes[row[0]]) for row in top.tolist()]
         elif threshold is not None:
@@ -634,7 +635,7 @@ class GenerativeTextModel(PosteriorPredictions):
         at least ``threshold`` and/or the top ``k`` (default: the top label)."""
         docs = list(docs)
         if self.multilabel == "powerset" and self.label_threshold is not None:
-            return self._marginal_labels(*self.predict_log_proba_many(docs))
+            return self._marginal_labels(*self.predict_log_proba_many(docs), self.label_threshold)
         if self.multilabel == "powerset":
             return [list(best) for best in self.predict_many(docs)]
         if threshold is None and k is None:
@@ -650,9 +651,10 @@ class GenerativeTextModel(PosteriorPredictions):
             out.append([classes[i] for i in order.tolist()])
         return out
 
-    def _marginal_labels(self, classes: list, log_post: np.ndarray) -> list[list[str]]:
+    @staticmethod
+    def _marginal_labels(classes: list, log_post: np.ndarray, threshold: float) -> list[list[str]]:
         labels, marginals = label_marginals(classes, np.exp(log_post))
-        return labels_at_threshold(labels, marginals, self.label_threshold)
+        return labels_at_threshold(labels, marginals, threshold)
 
     def predict_labels(self, doc: Document, k: int | None = None, threshold: float | None = None) -> list[str]:
         return self.predict_labels_many([doc], k, threshold)[0]

@@ -80,6 +80,9 @@ def test_model_output_follows_the_label_threshold():
     assert thresholded.rank_many(docs, k=2).labels == expected
     assert plain.predict_labels_many(docs) == [list(c) for c in plain.predict_many(docs)]  # the arg-max set
     assert plain.rank_many(docs, k=2).labels == [list(c) for c in plain.predict_many(docs)]
+    # the service's --label-threshold (rank_many's threshold) means the same in powerset mode, over the model's
+    assert plain.rank_many(docs, k=2, threshold=0.2).labels == expected
+    assert thresholded.rank_many(docs, k=2, threshold=1.0).labels == labels_at_threshold(labels, marginals, 1.0)
     # a threshold of 1 keeps only the top marginal label of each document
     strict = two_topic_model(label_threshold=1.0)
     assert all(len(labels) == 1 for labels in strict.predict_labels_many(docs))
