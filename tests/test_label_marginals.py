@@ -112,3 +112,16 @@ def test_label_threshold_is_part_of_the_configuration_and_snapshot():
 def test_bad_label_thresholds_are_rejected(options, message):
     with pytest.raises(ValueError, match=message):
         MNB("u_jm", **{"multilabel": "powerset", **options})
+
+
+def test_label_marginals_take_every_class_even_where_top_k_would_prune(monkeypatch):
+    from sgm.model import mnb as mnb_module
+
+    monkeypatch.setattr(mnb_module, "PRUNED_TOPK_MIN_CLASSES", 1)  # the pruned top-k path for these 3 classes
+    monkeypatch.setattr(mnb_module, "PRUNED_TOPK_CLASSES_PER_K", 1)
+    model, docs = two_topic_model(label_threshold=0.2), ["goal match cash prize", "league cup"]
+    assert model.uses_pruned_topk(1)
+    classes, log_post = model.predict_log_proba_many(docs)
+    expected = labels_at_threshold(*label_marginals(classes, np.exp(log_post)), 0.2)
+    assert model.rank_many(docs, k=1).labels == expected
+    assert two_topic_model().rank_many(docs, k=1, threshold=0.2).labels == expected
