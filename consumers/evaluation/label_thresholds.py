@@ -42,7 +42,7 @@ import numpy as np
 from sgm.model import build_model
 from sgm.model.label_marginals import chosen_by_threshold, label_marginals
 
-from .harness import SCORE_BATCH, DevTask, random_partition
+from .harness import SCORE_BATCH, DevTask, prepare_config, random_partition
 
 #: Thresholds a choice considers: 0.05, 0.10, ..., 0.95.
 THRESHOLD_GRID = tuple(round(0.05 * i, 2) for i in range(1, 20))
@@ -66,13 +66,14 @@ class DevMarginals:
 
 
 def dev_marginals(task: DevTask, config: Mapping[str, Any]) -> DevMarginals:
-    """Fit ``config`` on each fold's dev-train of ``task`` (split mode) and pool its dev-test marginals.
+    """Fit ``config`` (its arg-max output: a ``label_threshold`` in it is left out) on each fold's dev-train of
+    ``task`` (split mode) and pool its dev-test marginals.
 
     The labels are the union over folds; a label a fold's model never learned has marginal 0 there.
     """
     if task.setup.mode != "split" or not task.folds or task.read is None:
         raise ValueError("choosing a label threshold needs a split-mode development task")
-    config = {k: v for k, v in task.config_for(config.get("params") or {}).items() if k != "label_threshold"}
+    config = prepare_config({k: v for k, v in config.items() if k != "label_threshold"}, task.dev_train + task.dev_test)
     parts = []
     for train, test, (train_index, test_index) in task.folds:
         model = build_model(config)
