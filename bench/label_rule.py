@@ -47,5 +47,6 @@ def label_rule_lines(result: dict, measure: str) -> list[str]:
         chosen = "arg-max" if rule["label_threshold"] is None else f"t = {rule['label_threshold']:g}"
         argmax = ours["argmax"] or ours["tuned"]
         lines.append(f"| {ours['candidate'].label} | {crossed['arg-max']:.4f} | {crossed['threshold']:.4f} | "
-                     f"{crossed['per-label']:.4f} | {chosen} | {_fmt(argmax[measure])} | {_fmt(ours['tuned'][measure])} |")
+                     f"{crossed['per-label']:.4f} | {chosen} | {_fmt(argmax[measure])} | "
+                     f"{_fmt(ours['tuned'][measure])} |")
     return lines

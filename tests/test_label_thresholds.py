@@ -142,7 +142,8 @@ def test_tune_chooses_the_rule_on_dev_and_eval_applies_it(multi_split, tmp_path,
     assert (choice["rule"] == "threshold") == (choice["cross_fitted"]["threshold"] > choice["cross_fitted"]["arg-max"])
     assert "label rule on dev" in capsys.readouterr().out
     report = tmp_path / "eval.json"
-    assert main(["eval", "--data", str(data), "--model", "u_jm", "--label-threshold", "0.3", "--json", str(report)]) == 0
+    assert main(["eval", "--data", str(data), "--model", "u_jm", "--label-threshold", "0.3",
+                 "--json", str(report)]) == 0
     shown = json.loads(report.read_text())
     assert shown["label_threshold"] == 0.3 and shown["config"]["label_threshold"] == 0.3
     assert shown["multilabel"] == "powerset"

@@ -157,7 +157,8 @@ def per_label_thresholds(true_sets: Sequence, labels: Sequence, marginals: np.nd
         for k in np.argsort(-support, kind="stable").tolist():
             if support[k] < min_support:
                 continue
-            best_value, best_score = thresholds[k], _micro_f1(truth, chosen_by_threshold(marginals, thresholds), outside)
+            best_value = thresholds[k]
+            best_score = _micro_f1(truth, chosen_by_threshold(marginals, thresholds), outside)
             for value in grid:
                 trial = thresholds.copy()
                 trial[k] = value
