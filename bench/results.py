@@ -36,6 +36,8 @@ from typing import Any
 
 from sgm.consumers.evaluation.measures import relative_error_reduction
 
+from .label_rule import label_rule_lines, run_label_rule
+
 REPO = Path(__file__).resolve().parents[1]
 
 @dataclass(frozen=True)
@@ -109,6 +111,9 @@ class Entry:
     #: the dev measure that tunes every candidate, chooses ours and chooses each peer's setting (``sgm tune
     #: --objective``; None: accuracy, Micro-F1 on multi-label data). Its outputs get their own file names.
     objective: str | None = None
+    #: multi-label split data: each tuned candidate's powerset decision rule (arg-max label set, or labels whose
+    #: marginal reaches a threshold) is chosen on its dev data (``sgm tune --choose-label-threshold``, issue 19)
+    label_rule: bool = False
 
     @property
     def suffix(self) -> str:
@@ -137,12 +142,14 @@ PLAN: tuple[Entry, ...] = (
     Entry("webkb", "split", (6, 12), note="standard split",
           candidates=SPLIT_CANDIDATES + FW_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES + (ENSEMBLE,)),
     Entry("reuters21578", "split", (6, 12),
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES,
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES, label_rule=True,
           note="ModApte split, stories with at least one topic (7,775 train / 3,019 test); multi-label as label "
-               "powerset; the headline measure is Micro-F1"),
+               "powerset, each candidate's output rule (arg-max label set or a threshold on label marginals) chosen "
+               "on its dev data; the headline measure is Micro-F1"),
     Entry("reuters21578", "prequential", (0, 0), config_from="reuters21578-split",
           note="all 11,367 stories with a topic in ts order, test-then-train; label powerset. Not tuned again: "
-               "the configuration tuned on the ModApte training side (row above) is replayed as a stream"),
+               "the configuration tuned on the ModApte training side (row above, its output rule included) is "
+               "replayed as a stream"),
     Entry("spamassassin", "prequential", (8, 12),
           candidates=STREAM_CANDIDATES + STREAM_FW_CANDIDATES + STREAM_TDM_CANDIDATES,
           objective="roc_auc",
@@ -236,8 +243,10 @@ def run_entry(entry: Entry, runner: Runner, search: tuple[int, int] | None, done
         if candidate.bases:
             ours.append(run_ensemble(entry, candidate, runner, stem))
             continue
+        rule, threshold = None, None
         if entry.config_from:
-            summary, params = None, done[entry.config_from]["best"]["tuned"]["config"]["params"]
+            source = done[entry.config_from]["best"]["tuned"]["config"]
+            summary, params, threshold = None, source["params"], source.get("label_threshold")
         else:
             config, tune_json = runner.path(f"{stem}.config.json"), runner.path(f"{stem}.tune.json")
             size = candidate.search if (candidate.search and not search) else (iters, points)
@@ -254,9 +263,20 @@ def run_entry(entry: Entry, runner: Runner, search: tuple[int, int] | None, done
                 raise RuntimeError(f"{tune_json} was tuned for {summary.get('objective')}, not {entry.objective}")
             params = summary["tuned_config"]["params"]
             commands.append(shlex.join(["sgm", *common, "--out"]) + " " + rel(config))
+            if entry.label_rule:
+                rule, rule_command = run_label_rule(entry, runner, stem, config)
+                threshold = rule["label_threshold"]
+                commands.append(rule_command)
         eval_args = ["eval", *entry.data_args(), "--model", candidate.spec, *candidate.options, *param_args(params)]
-        tuned = runner.sgm([*eval_args, "--json", str(runner.path(f"{stem}.eval.json"))],
-                           runner.path(f"{stem}.eval.json"))
+        argmax = None
+        if threshold is not None:  # the arg-max output too, for the page's with/without comparison
+            if not entry.config_from:
+                argmax = runner.sgm([*eval_args, "--json", str(runner.path(f"{stem}.eval.json"))],
+                                    runner.path(f"{stem}.eval.json"))
+                commands.append(shlex.join(["sgm", *eval_args]))
+            eval_args += ["--label-threshold", f"{threshold:g}"]
+        eval_json = runner.path(f"{stem}.eval.json" if threshold is None else f"{stem}.label-threshold.eval.json")
+        tuned = runner.sgm([*eval_args, "--json", str(eval_json)], eval_json)
         commands.append(shlex.join(["sgm", *eval_args]))
         default = None
         if not entry.config_from:
@@ -264,7 +284,8 @@ def run_entry(entry: Entry, runner: Runner, search: tuple[int, int] | None, done
             default = runner.sgm([*default_args, "--json", str(runner.path(f"{stem}.default.json"))],
                                  runner.path(f"{stem}.default.json"))
         ours.append({"candidate": candidate, "summary": summary, "tuned": tuned, "default": default,
-                     "commands": commands, "wall": round(time.perf_counter() - started, 1)})
+                     "commands": commands, "wall": round(time.perf_counter() - started, 1), "rule": rule,
+                     "argmax": argmax})
     peers_json = runner.path(f"{entry.key}.peers{entry.suffix}.json")
     peer_args = [*entry.data_args(), *entry.dev_args, *(["--objective", entry.objective] if entry.objective else [])]
     peer_rows = runner.peers([*peer_args, "--json", str(peers_json)], peers_json)
@@ -351,6 +372,8 @@ def dataset_section(result: dict) -> list[str]:
         params = ", ".join(f"{k}={v:.3g}" for k, v in sorted(report["config"]["params"].items()))
         if ours["candidate"].bases:  # an ensemble: its pool, as chosen on dev
             params = pool_choice(ours["summary"]["chosen"], ours["candidate"])
+        if report["config"].get("label_threshold") is not None:
+            params += f"; output: labels with marginal ≥ {report['config']['label_threshold']:g}"
         mark = " ✓" if ours is best and len(result["ours"]) > 1 else ""
         cells = [f"**sgm {ours['candidate'].label}**{mark}", params, dev_text(entry, dev_of(ours)), fmt(report[measure]),
                  fmt(report["macro_f1"]), fmt(report["log_loss"], 3)]
@@ -391,6 +414,7 @@ def dataset_section(result: dict) -> list[str]:
                          f"{fmt(ours['default'][shown] if ours['default'] else None, 3 if auc else 4)} | "
                          f"{fmt(ours['tuned'][shown], 3 if auc else 4)} | "
                          f"{s['search']}: {s['evaluations']} points, {s['search_seconds']:.0f} s |")
+    lines += label_rule_lines(result, measure)
     lines += ["", "Reproduce (`WORK` = any folder):", "", "```bash"]
     for ours in result["ours"]:
         lines += ours["commands"]

@@ -100,7 +100,9 @@ class ServiceConfig:
     half_life: float | None = _setting(None, "decay half-life in seconds of event time (none: no decay)")
     multilabel: str = _setting("per_label", "how several labels are counted", choices=("per_label", "powerset"))
     top_k: int = _setting(3, "labels with posteriors in each output record")
-    label_threshold: float | None = _setting(None, "per-label mode: output every label with posterior >= this")
+    label_threshold: float | None = _setting(None, "output every label with probability >= this: its posterior "
+                                                   "(per-label mode) or its marginal (powerset mode; over the "
+                                                   "configuration's label_threshold)")
     prune_below: float | None = _setting(None, "memory bound: unlearn documents whose decayed weight falls below this")
     max_documents: int | None = _setting(None, "memory bound: keep at most this many documents (oldest go first)")
     max_model_bytes: int | None = _setting(None, "memory bound: prune the least weighted documents while the model "
@@ -178,6 +180,8 @@ class ServiceConfig:
                 out[key] = base[key]
         if "multilabel" not in out:
             out["multilabel"] = self.multilabel
+        if base.get("label_threshold") is not None:  # a powerset file's output rule (not the per-label setting below)
+            out["label_threshold"] = base["label_threshold"]
         return out
 
     def decision(self) -> SpamDecision | None:

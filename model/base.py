@@ -33,6 +33,7 @@ import numpy as np
 from . import weighting
 from .batch import PreparedBatch
 from .factory import register_family
+from .label_marginals import check_label_threshold, label_marginals, labels_at_threshold
 from .lexicon import TermLexicon
 from .mail import MailExtraction, MailFeatures, MailOptions, Message
 from .loops.scoring import keep_seen_terms
@@ -119,7 +120,8 @@ class GenerativeTextModel(PosteriorPredictions):
     def __init__(self, spec: str = "uc_pd_jm_dp", *, multilabel: str = "per_label",
                  tokenizer: Tokenizer | None = None, half_life: float | None = None,
                  prune_below: float | None = None, max_documents: int | None = None,
-                 max_bytes: int | None = None, mail: MailOptions | dict | None = None, **params: Any) -> None:
+                 max_bytes: int | None = None, mail: MailOptions | dict | None = None,
+                 label_threshold: float | None = None, **params: Any) -> None:
         parsed = parse_spec(spec)
         if parsed.family != self.family:
             raise ValueError(f"{spec!r} is a {parsed.family.upper()} spec; use {parsed.family.upper()}(...)")
@@ -134,6 +136,11 @@ class GenerativeTextModel(PosteriorPredictions):
         self.spec: ModelSpec = parsed
         self.params: dict[str, Any] = resolve_params(parsed, params)
         self.multilabel = multilabel
+        # powerset mode: output the labels whose marginal reaches it (model.label_marginals); None: the arg-max set
+        self.label_threshold = check_label_threshold(label_threshold)
+        if self.label_threshold is not None and multilabel != "powerset":
+            raise ValueError("label_threshold applies to multilabel='powerset' (per-label output takes a threshold "
+                             "when scoring)")
         self.tokenizer = tokenizer or Tokenizer()
         # None: messages are read with the MailOptions defaults, and the configuration does not name them
         self.mail: MailOptions | None = MailOptions.from_dict(mail) if isinstance(mail, dict) else mail
@@ -174,6 +181,8 @@ class GenerativeTextModel(PosteriorPredictions):
         }
         if self.mail is not None:
             out["mail"] = self.mail.to_dict()
+        if self.label_threshold is not None:  # only when set: configurations and checksums without it are unchanged
+            out["label_threshold"] = self.label_threshold
         return out
 
     # ------------------------------------------------------------ messages
@@ -593,8 +602,9 @@ class GenerativeTextModel(PosteriorPredictions):
     def rank_many(self, docs: Sequence[Document], k: int, threshold: float | None = None) -> "Ranking":
         """Top-``k`` class names with their posteriors and the output labels of a batch, in one pass.
 
-        Output labels: in powerset mode the arg-max label set; in per-label mode
-        the labels with posterior at least ``threshold``, else the top label.
+        Output labels: in per-label mode the labels with posterior at least ``threshold``, else the top
+        label; in powerset mode the labels whose marginal reaches ``threshold`` (default: the model's
+        ``label_threshold``; :mod:`model.label_marginals`), or without either the arg-max label set.
         Before any training every list is empty.
         """
         if len(self) == 0:
@@ -606,7 +616,10 @@ class GenerativeTextModel(PosteriorPredictions):
         name_array = np.empty(len(names), dtype=object)
         name_array[:] = names
         top_names = name_array[top].tolist()  # one gather for the batch, not a Python loop per document
-        if self.multilabel == "powerset":
+        marginal_threshold = self.label_threshold if threshold is None else threshold
+        if self.multilabel == "powerset" and marginal_threshold is not None:
+            labels = self._marginal_labels(classes, log_post, marginal_threshold)
+        elif self.multilabel == "powerset":
             labels = [list(classes[row[0]]) for row in top.tolist()]
         elif threshold is not None:
             above = log_post >= np.log(threshold)
@@ -617,10 +630,12 @@ class GenerativeTextModel(PosteriorPredictions):
 
     def predict_labels_many(self, docs: Iterable[Document], k: int | None = None,
                             threshold: float | None = None) -> list[list[str]]:
-        """Output label lists: in powerset mode the arg-max label set; in per-label
-        mode the labels with posterior at least ``threshold`` and/or the top ``k``
-        (default: the top label)."""
+        """Output label lists: in powerset mode the arg-max label set (or the labels of
+        ``label_threshold``, as :meth:`rank_many`); in per-label mode the labels with posterior
+        at least ``threshold`` and/or the top ``k`` (default: the top label)."""
         docs = list(docs)
+        if self.multilabel == "powerset" and self.label_threshold is not None:
+            return self._marginal_labels(*self.predict_log_proba_many(docs), self.label_threshold)
         if self.multilabel == "powerset":
             return [list(best) for best in self.predict_many(docs)]
         if threshold is None and k is None:
@@ -635,6 +650,11 @@ class GenerativeTextModel(PosteriorPredictions):
                 order = order[row[order] >= threshold]
             out.append([classes[i] for i in order.tolist()])
         return out
+
+    @staticmethod
+    def _marginal_labels(classes: list, log_post: np.ndarray, threshold: float) -> list[list[str]]:
+        labels, marginals = label_marginals(classes, np.exp(log_post))
+        return labels_at_threshold(labels, marginals, threshold)
 
     def predict_labels(self, doc: Document, k: int | None = None, threshold: float | None = None) -> list[str]:
         return self.predict_labels_many([doc], k, threshold)[0]

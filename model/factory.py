@@ -7,6 +7,7 @@ A configuration is a plain dict::
      "params": {"beta": 0.3, "mu": 20, ...},   # numbers named as in MODEL.md
      "half_life": null,                        # optional, seconds of event time
      "multilabel": "per_label",                # or "powerset"
+     "label_threshold": null,                  # powerset: output labels whose marginal >= it (optional)
      "tokenizer": {"ngrams": 1},               # optional
      "mail": {"ngrams": 3, "meta_weight": 4.5}, # optional: how messages are read (model.mail.MailOptions)
      "prune_below": null, "max_documents": null,  # memory bounds: a weight, documents,
@@ -29,7 +30,7 @@ from .spec import SpecError, parse_spec
 from .text import Tokenizer
 
 #: Keys a configuration may hold besides "model" and "params" (kernel_* are TDM's).
-OPTION_KEYS = ("half_life", "multilabel", "tokenizer", "prune_below", "max_documents", "max_bytes", "kernel_sum",
+OPTION_KEYS = ("half_life", "multilabel", "label_threshold", "tokenizer", "prune_below", "max_documents", "max_bytes", "kernel_sum",
                "kernel_bin_width", "node_pruning", "mail")
 
 #: Model classes by family name (the spec prefix: "mnb", "tdm").

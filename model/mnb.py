@@ -37,6 +37,9 @@ class MNB(GenerativeTextModel):
     multilabel : {"per_label", "powerset"}
         How documents with several labels are counted: under each label, or as
         one class per label set.
+    label_threshold : float, optional
+        Powerset mode: output the labels whose marginal probability is at least
+        this (:mod:`model.label_marginals`) instead of the arg-max label set.
     tokenizer : Tokenizer, optional
         Applied to text documents (default: :class:`model.text.Tokenizer`).
     half_life : float, optional
@@ -102,7 +105,8 @@ class MNB(GenerativeTextModel):
                 for row_top, row_p in zip(top.tolist(), np.exp(log_p).tolist())]
 
     def rank_many(self, docs, k: int, threshold: float | None = None) -> Ranking:
-        if len(self) == 0 or not self.uses_pruned_topk(k, threshold):
+        marginals = self.multilabel == "powerset" and (threshold is not None or self.label_threshold is not None)
+        if len(self) == 0 or marginals or not self.uses_pruned_topk(k, threshold):  # label marginals: every class
             return super().rank_many(docs, k, threshold)
         classes, top, log_p, above = self._pruned_rank(list(docs), k, threshold)
         names = [("+".join(c) if isinstance(c, tuple) else c) for c in classes]

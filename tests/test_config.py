@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sgm.consumers import config as service_config
+from sgm.model import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,6 +37,10 @@ def test_model_params_from_flags_env_and_config_file(tmp_path):
     built = parse(["--config", str(path), "--param", "theta=0.7"]).model_config()
     assert built["model"] == "u_jm_ps" and built["params"] == {"beta": 0.2, "theta": 0.7}
     assert built["half_life"] == 100.0
+    # a tuned powerset configuration keeps its output rule (sgm tune --choose-label-threshold) in the service
+    path.write_text(json.dumps({"model": "u_jm_ps", "multilabel": "powerset", "label_threshold": 0.35}))
+    served = build_model(parse(["--config", str(path)]).model_config())
+    assert served.multilabel == "powerset" and served.label_threshold == 0.35
 
 
 def test_bad_values_are_refused():

@@ -149,3 +149,42 @@ def test_ensemble_runs_last_competes_on_dev_and_gets_its_own_rows(tmp_path, monk
     before = next(line for line in results.peer_summary([done]) if line.startswith("| r8 |"))
     assert "| ensemble (2 bases) | 0.9700 | 0.9700 | u_jm_ps | 0.9000 |" in before  # "before fw" is no ensemble
     results.dataset_section(done)  # the per-dataset table takes a candidate without a default evaluation
+
+
+def test_label_rule_steps_choose_the_output_rule_per_candidate_and_the_stream_replays_it(work):
+    """Issue 19: an entry with ``label_rule`` reads each candidate's rule report; a chosen threshold evaluates
+    the candidate with it (its own file, so a --resume of an older folder runs it) beside the arg-max, and the
+    replayed stream entry takes the threshold of the dev-chosen configuration."""
+    def rule(threshold):
+        return {"label_threshold": {"label_threshold": threshold, "rule": "arg-max" if threshold is None else "threshold",
+                                    "cross_fitted": {"arg-max": 0.80, "threshold": 0.81 if threshold else 0.79,
+                                                     "per-label": 0.805}, "min_support": 10}}
+
+    words, fw = results.Candidate("u_jm_ps"), results.Candidate("u_jm_fw_ps")
+    entry = results.Entry("toy", "split", (4, 4), candidates=(words, fw), label_rule=True)
+    write_reports(work, "toy-split-u_jm_ps", "4x4", 0.90)
+    write_reports(work, "toy-split-u_jm_fw_ps", "4x4", 0.95)
+    (work / "toy-split-u_jm_ps.label-rule.json").write_text(json.dumps(rule(None)), encoding="utf-8")
+    (work / "toy-split-u_jm_fw_ps.label-rule.json").write_text(json.dumps(rule(0.35)), encoding="utf-8")
+    with pytest.raises(json.JSONDecodeError):  # the thresholded evaluation is a step of its own
+        (work / "toy-split-u_jm_fw_ps.label-threshold.eval.json").write_text("", encoding="utf-8")
+        resumed(work, entry)
+    thresholded = {**eval_report(0.92), "micro_f1": 0.92,
+                   "config": {"params": {"beta": 0.25}, "label_threshold": 0.35}}
+    (work / "toy-split-u_jm_fw_ps.label-threshold.eval.json").write_text(json.dumps(thresholded), encoding="utf-8")
+    done = resumed(work, entry)
+    best = done["best"]
+    assert best["candidate"] is fw and best["tuned"]["accuracy"] == 0.92 and best["argmax"]["accuracy"] == 0.9
+    assert "--choose-label-threshold --config $WORK/toy-split-u_jm_fw_ps.config.json" in best["commands"][1]
+    assert "--label-threshold" not in best["commands"][2]  # the arg-max evaluation, shown too
+    assert best["commands"][3] == best["commands"][2] + " --label-threshold 0.35"
+    plain = next(o for o in done["ours"] if o["candidate"] is words)
+    assert plain["argmax"] is None and "--label-threshold" not in plain["commands"][-1]
+    page = "\n".join(results.dataset_section(done))
+    assert "| u_jm_fw_ps | 0.8000 | 0.8100 | 0.8050 | t = 0.35 |" in page and "marginal ≥ 0.35" in page
+    stream = results.Entry("toy", "prequential", (0, 0), config_from="toy-split")
+    (work / "toy-prequential.peers.json").write_text("[]", encoding="utf-8")
+    (work / "toy-prequential-u_jm_fw_ps.label-threshold.eval.json").write_text(json.dumps(thresholded),
+                                                                                encoding="utf-8")
+    replay = results.run_entry(stream, results.Runner(work, resume=True), None, {"toy-split": done})
+    assert replay["ours"][0]["commands"][0].endswith("--label-threshold 0.35")

@@ -78,6 +78,9 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--half-life", type=float, default=None, metavar="SECONDS", help="time decay half-life")
     model.add_argument("--multilabel", choices=("per_label", "powerset"), default=None,
                        help="label sets: per label or as one class each (default for multi-label data: powerset)")
+    model.add_argument("--label-threshold", type=float, default=None, metavar="P",
+                       help="powerset mode: output the labels whose marginal probability is >= P (the top one when "
+                            "none is) instead of the arg-max label set (sgm tune --choose-label-threshold picks P)")
     model.add_argument("--ngrams", type=int, default=None, help="tokenizer: longest word n-gram (1-3)")
     model.add_argument("--binary", action=argparse.BooleanOptionalAction, default=None,
                        help="tokenizer: presence features (each distinct term of a document counts 1)")
@@ -122,6 +125,9 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         config["half_life"] = args.half_life
     if args.multilabel is not None:
         config["multilabel"] = args.multilabel
+    if args.label_threshold is not None:  # a threshold on label marginals: powerset output by definition
+        config["label_threshold"] = args.label_threshold
+        config.setdefault("multilabel", "powerset")
     if args.ngrams is not None:
         config["tokenizer"] = {**dict(config.get("tokenizer") or {}), "ngrams": args.ngrams}
     if args.binary is not None:
@@ -184,6 +190,8 @@ def format_summary(report: dict[str, Any], label: str = "") -> str:
         head += f" (train {report['train_docs']}, test {report['test_docs']}, split {report.get('split', '?')})"
     else:
         head += f" (unscored {report['unscored']}, delay {report['delay']}, order {report['order']})"
+    if report.get("label_threshold") is not None:
+        head += f" label_threshold={report['label_threshold']:g}"
     lines = [head, "  " + "  ".join(f"{m}={show(report.get(m))}" for m in MEASURES)]
     if report.get("fp_rate_pct") is not None or report.get("fn_rate_pct") is not None:
         at_fp = "  ".join(f"fn_pct_at_fp_{target}pct={show(value)}"

@@ -70,6 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     search.add_argument("--dev-folds", type=int, default=1, metavar="K",
                         help="split mode: K-fold cross-validation over the training data instead of one dev "
                              "partition (each point fits K models; less noisy, K times slower; default 1)")
+    search.add_argument("--choose-label-threshold", action="store_true",
+                        help="multi-label data in powerset mode (split): after the search, choose on the dev data "
+                             "between the arg-max label set and a threshold on label marginals (cross-fitted over "
+                             "two halves of dev-test; docs/EVALUATION.md) and write the choice into --out")
     search.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                         help="parallel processes evaluating points (default: the machine's cores)")
     parser.add_argument("--out", required=True, metavar="CONFIG", help="write the best configuration here (JSON)")
@@ -122,6 +126,12 @@ def run(args: argparse.Namespace) -> int:
             dimensions.append(Dimension(name, *ranges.get(name, (low, high)), log_scale=log_scale))
         if args.iters < 0 or args.points < 1:
             raise ValueError("need --iters >= 0 and --points >= 1")
+        if args.choose_label_threshold:
+            from sgm.consumers.evaluation.harness import is_multilabel, prepare_config
+
+            if setup.mode != "split" or not is_multilabel(docs) or \
+                    prepare_config(config, docs).get("multilabel") != "powerset":
+                raise ValueError("--choose-label-threshold needs multi-label data in split mode and powerset output")
     except (SpecError, ValueError, FileNotFoundError, json.JSONDecodeError) as exc:
         print(f"sgm tune: {exc}", file=sys.stderr)
         return 2
@@ -171,6 +181,14 @@ def run(args: argparse.Namespace) -> int:
 
     tuned_config = model_config(build_model(task.config_for(result.best_point)))
     default_config = model_config(build_model(task.config_for(result.start_point)))
+    label_choice = None
+    if args.choose_label_threshold:
+        from sgm.consumers.evaluation.label_thresholds import choose_label_threshold, dev_marginals
+
+        label_choice = choose_label_threshold(dev_marginals(task, tuned_config), seed=args.dev_seed)
+        tuned_config.pop("label_threshold", None)
+        if label_choice["label_threshold"] is not None:
+            tuned_config["label_threshold"] = label_choice["label_threshold"]
     Path(args.out).write_text(json.dumps(tuned_config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
     summary: dict[str, Any] = {
@@ -190,11 +208,18 @@ def run(args: argparse.Namespace) -> int:
         "search_seconds": round(search_seconds, 1),
         "default_config": default_config,
         "tuned_config": tuned_config,
+        "label_threshold": label_choice,
     }
     print(f"dev {task.objective}: default {result.start_score:.6f} -> tuned {result.best_score:.6f} "
           f"({result.evaluations} points, {search_seconds:.1f}s); best config written to {args.out}")
     print(f"  tuned params: {json.dumps(tuned_config['params'], sort_keys=True)}"
           + (f", meta_weight {tuned_config['mail']['meta_weight']:g}" if "meta_weight" in names else ""))
+    if label_choice is not None:
+        crossed = label_choice["cross_fitted"]
+        print(f"  label rule on dev (Micro-F1 cross-fitted over two halves of {label_choice['docs']} dev-test docs): "
+              f"arg-max {crossed['arg-max']:.6f}, threshold {crossed['threshold']:.6f}, per-label "
+              f"{crossed['per-label']:.6f} -> {label_choice['rule']}"
+              + (f" (label_threshold {label_choice['label_threshold']:g})" if label_choice["label_threshold"] else ""))
     if args.test:
         for name, cfg in (("default", default_config), ("tuned", tuned_config)):
             report = evaluate(cfg, docs, setup, progress=args.progress)

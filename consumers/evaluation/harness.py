@@ -21,7 +21,11 @@ Multi-label data is classified in label-powerset mode by default (one class
 per label set, arg-max output; the thesis's mapping, MODEL.md section 8);
 with ``multilabel="per_label"`` a document is counted under each of its
 labels and the output is every label with posterior at least ``threshold``
-(the arg-max label when none reaches it).
+(the arg-max label when none reaches it). A powerset configuration with a
+``label_threshold`` outputs instead the labels whose marginal probability (the
+summed posterior of the label sets holding the label) reaches it, or the top
+one (:mod:`sgm.model.label_marginals`; chosen on dev by ``sgm tune
+--label-threshold auto``, :mod:`sgm.consumers.evaluation.label_thresholds`).
 
 Measures (:mod:`sgm.consumers.evaluation.measures`): accuracy (exact label-set match),
 Micro-F1, Macro-F1, log loss (of the true class: the label, or the label set in
@@ -51,6 +55,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from sgm.model import build_model, model_config
+from sgm.model.label_marginals import label_marginals, labels_at_threshold
 from sgm.consumers.decision import SpamDecision
 from sgm.consumers.evaluation import measures as metrics
 from sgm.consumers.evaluation.documents import ReadDocuments, documents as read_as, route_mail_params, uses_mail
@@ -214,13 +219,14 @@ class Scorer:
 
     ``multilabel`` is the model's mode; ``threshold`` applies to per-label
     output on multi-label data (``None``: single-label data, arg-max output);
-    ``decision`` (two-label data) replaces the arg-max by a spam verdict.
+    ``decision`` (two-label data) replaces the arg-max by a spam verdict;
+    ``label_threshold`` (powerset mode) outputs the labels whose marginal reaches it, as the model does.
     """
 
     def __init__(self, multilabel: str, threshold: float | None, positive: str | None,
-                 decision: SpamDecision | None = None) -> None:
+                 decision: SpamDecision | None = None, label_threshold: float | None = None) -> None:
         self.multilabel, self.threshold, self.positive = multilabel, threshold, positive
-        self.decision = decision
+        self.decision, self.label_threshold = decision, label_threshold
 
     def true_class(self, labels: tuple[str, ...]):
         if self.multilabel == "powerset":
@@ -241,13 +247,18 @@ class Scorer:
         if decision is not None:
             learned, shift = decision.learned_from(model), decision.prior_shift(model)
             shown = [("+".join(c) if isinstance(c, tuple) else c) for c in classes]
-        for row, doc, top in zip(post, docs, best.tolist()):
+        marginal_sets = None
+        if self.multilabel == "powerset" and self.label_threshold is not None and decision is None:
+            marginal_sets = labels_at_threshold(*label_marginals(classes, post), self.label_threshold)
+        for index, (row, doc, top) in enumerate(zip(post, docs, best.tolist())):
             if decision is not None:
                 p_spam = decision.posterior(shown, row.tolist(), shift)
                 verdict = decision.verdict(p_spam, learned)
                 outcomes.verdicts.append(verdict)
                 ranked = [classes[i] for i in np.argsort(-row, kind="stable").tolist()]
                 predicted = frozenset(decision.labels(verdict, ranked))
+            elif marginal_sets is not None:
+                predicted = frozenset(marginal_sets[index])
             elif self.multilabel == "powerset":
                 predicted = frozenset(classes[top])
             elif self.threshold is None:
@@ -372,7 +383,7 @@ def _scorer(model, docs: Sequence[LabelledDoc], setup: EvalSetup) -> tuple[Score
         raise ValueError(f"a spam decision needs two-label data with the label {decision.label!r}, got "
                          f"{sorted(all_labels)[:5]}{' (multi-label)' if multi else ''}")
     threshold = setup.threshold if (multi and model.multilabel == "per_label") else None
-    return Scorer(model.multilabel, threshold, positive, decision), positive
+    return Scorer(model.multilabel, threshold, positive, decision, getattr(model, "label_threshold", None)), positive
 
 
 def evaluate_split(config: Mapping[str, Any], train: Sequence[LabelledDoc], test: Sequence[LabelledDoc],
@@ -425,6 +436,7 @@ def evaluate_split(config: Mapping[str, Any], train: Sequence[LabelledDoc], test
         "positive_label": positive,
         "multilabel": model.multilabel,
         "threshold": scorer.threshold,
+        "label_threshold": scorer.label_threshold,
         "config": model_config(model),
     })
     if keep_outcomes:
@@ -495,6 +507,7 @@ def evaluate_prequential(config: Mapping[str, Any], stream: Sequence[LabelledDoc
         "positive_label": positive,
         "multilabel": model.multilabel,
         "threshold": scorer.threshold,
+        "label_threshold": scorer.label_threshold,
         "windows": stream_windows(outcomes, setup.window),
         "config": model_config(model),
     })
