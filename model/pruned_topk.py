@@ -9,7 +9,8 @@ so ``score(l) <= prior_max + |w|_1 log_a_max + S + sum_{n: l in postings(n)} w_n
 
 **Certified-negligible pruning.** With ``N`` active labels, ``best`` the best exact score found and
 ``kth`` the ``k``-th best, a class is left out only when an upper bound of its score is below the
-threshold ``min(kth, best - margin)``, ``margin = log N + 40``. Then
+threshold ``min(kth, best - margin)``, ``margin = log N + 40`` by default (a stated posterior tolerance
+``tau`` sets ``margin = log N + log(1 + 1/tau)`` instead, below). Then
 
 * the top ``k`` labels are exact: every class left out scores below the ``k``-th best, strictly,
   and the scores computed are the dense kernel's to the last bit (same operations, same order:
@@ -23,6 +24,16 @@ threshold ``min(kth, best - margin)``, ``margin = log N + 40``. Then
 
   below the rounding of the dense sum itself (:data:`RELATIVE_BOUND`; the property tests check it,
   and the same inequality for small margins where classes are left out, with room for rounding).
+
+**A stated posterior tolerance** ``tau`` (``posterior_tolerance`` of the service; ``None``, the default,
+is the bound above): ``margin = log N + log(1 + 1/tau)``, so ``R < Z tau / (1 + tau)`` and every
+reported posterior satisfies ``p <= p' <= p (1 + tau)`` (plus the rounding of the sums); the top ``k``
+labels stay exact whatever ``tau``, since the threshold is never above the ``k``-th best. It pays where
+the labels that the default margin keeps are not needed for the top ``k``: e.g. the labels without
+postings of a spec whose ``a_l`` differs per label (visited one by one within the margin). It cannot
+pay where the posterior mass itself is spread over most labels (common-word documents over Zipf-sized
+labels at 100k: with ``tau = 1e-6`` even an oracle could not leave out one label, with ``1e-3`` 0.5% of
+them; docs/PERFORMANCE.md).
 
 **What each piece costs.** Per model epoch (after an update), shared with the dense kernel: the
 per-class arrays ``theta log p(l)`` and ``log a_l`` (:meth:`model.label_model.LabelModel.class_terms`,
@@ -70,13 +81,54 @@ BUDGET_DIVISOR = 8
 RELATIVE_BOUND = math.exp(-MARGIN_NATS) / (1.0 - math.exp(-MARGIN_NATS))
 
 
-def margin(n_labels: int) -> float:
-    """The pruning margin in nats: ``log N + 40``, so that ``N e^-margin = e^-40``.
+def check_tolerance(tolerance: float | None) -> float | None:
+    """``tolerance`` if it is ``None`` (the default bound) or a number in ``(0, 1)``, else ``ValueError``.
 
-    >>> round(margin(100_000), 3)
-    51.513
+    >>> check_tolerance(1e-6)
+    1e-06
+    >>> check_tolerance(0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: posterior tolerance must lie in (0, 1) (or be None: exact to e^-40), got 0.0
     """
-    return math.log(max(n_labels, 1)) + MARGIN_NATS
+    if tolerance is None:
+        return None
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0.0 < tolerance < 1.0:
+        raise ValueError(f"posterior tolerance must lie in (0, 1) (or be None: exact to e^-40), got {tolerance!r}")
+    return float(tolerance)
+
+
+def tolerance_nats(tolerance: float | None = None) -> float:
+    """Nats beyond ``log N`` for a relative posterior tolerance ``tau``: ``log(1 + 1/tau)``, so that the mass
+    left out is below ``Z tau / (1 + tau)`` and ``p' / p - 1 <= tau``; ``None``: :data:`MARGIN_NATS`.
+
+    >>> round(tolerance_nats(1e-6), 3), tolerance_nats()
+    (13.816, 40.0)
+    """
+    if tolerance is None:
+        return MARGIN_NATS
+    return math.log1p(1.0 / check_tolerance(tolerance))
+
+
+def relative_bound(tolerance: float | None = None) -> float:
+    """The bound on ``p' / p - 1`` of every reported posterior: ``tau``, or :data:`RELATIVE_BOUND` by default
+    (before the rounding of the sums).
+
+    >>> round(relative_bound(1e-3), 15), relative_bound() < 2**-52
+    (0.001, True)
+    """
+    nats = tolerance_nats(tolerance)
+    return math.exp(-nats) / (1.0 - math.exp(-nats))
+
+
+def margin(n_labels: int, tolerance: float | None = None) -> float:
+    """The pruning margin in nats: ``log N + 40`` by default, so that ``N e^-margin = e^-40``; with a
+    posterior tolerance ``tau``, ``log N + log(1 + 1/tau)``.
+
+    >>> round(margin(100_000), 3), round(margin(100_000, 1e-6), 3)
+    (51.513, 25.328)
+    """
+    return math.log(max(n_labels, 1)) + tolerance_nats(tolerance)
 
 
 class PriorIndex:
@@ -188,11 +240,13 @@ class PrunedTopK:
         return self.maxima[1], self.maxima[2]
 
     def rank(self, state, batch: PreparedBatch, k: int, active: np.ndarray,
-             want_scored: bool = False) -> list[PrunedResult | None]:
+             want_scored: bool = False, tolerance: float | None = None) -> list[PrunedResult | None]:
         """Top-``k`` of the ``active`` classes for every document of ``batch``, each with its exact log
-        posterior to within :data:`RELATIVE_BOUND` (exactly the dense pass's where the kernel chose it:
-        too many classes met, or unseen classes not ruled out); the classes scored when ``want_scored``.
-        ``None`` only where nothing could be scored (defensive: the caller takes the dense pass)."""
+        posterior to within :func:`relative_bound` of ``tolerance`` (:data:`RELATIVE_BOUND` by default;
+        exactly the dense pass's where the kernel chose it: too many classes met, or unseen classes not
+        ruled out); the classes scored when ``want_scored``. The top-``k`` labels are exact for every
+        ``tolerance``. ``None`` only where nothing could be scored (defensive: the caller takes the dense
+        pass)."""
         labels = self.labels
         derived = labels.class_terms(state)
         labels.refresh(state, batch.terms)
@@ -211,7 +265,7 @@ class PrunedTopK:
             index.sync(state)
             log_a_max = math.log(constant)  # classes with counts; those without are scored explicitly
         n_active = len(active)
-        cut = margin(n_active)
+        cut = margin(n_active, tolerance)
         budget = max(n_active // BUDGET_DIVISOR, k) if BUDGET_DIVISOR > 1 else 2**62  # 1: no budget (tests)
         acc, marked, touched, cand_ids, cand_scores, chosen = self.scratch
         top_ids, top_scores = np.empty(k, dtype=np.int64), np.empty(k)
