@@ -51,8 +51,10 @@ for the classes that may reach it a binary search per term (few) or one walk of 
   explicitly (usually none). No pass over the labels.
 * Other specs: they are bounded by ``prior_max + |w|_1 log_a_max + S`` (the per-epoch maxima); when
   that does not rule them out, one compiled pass over the labels settles them one by one (no
-  postings, no ``exp`` below the threshold). Their mass is a power sum in ``|w|_1`` over the labels,
-  with no closed form; grouping labels by ``a_l`` would tighten the bound, not remove the pass.
+  postings, no ``exp`` below the threshold), skipping every block of :data:`BLOCK_SIZE` labels whose
+  own maxima (per epoch, :func:`model.loops.pruned.block_maxima`) keep it below the threshold.
+  Their mass is a power sum in ``|w|_1`` over the labels, with no closed form: within the default
+  margin most blocks stay; with a stated tolerance most are skipped.
 
 A document that meets more than ``N / BUDGET_DIVISOR`` labels, or keeps that many within the
 threshold, is scored by the dense pass inside the kernel (:func:`model.loops.pruned.dense_topk`):
@@ -67,7 +69,7 @@ from sortedcontainers import SortedList
 
 from .arrays import CompensatedSum, grow
 from .batch import PreparedBatch
-from .loops.pruned import best_unmarked, clear_marks, pruned_candidates, term_maxima
+from .loops.pruned import best_unmarked, block_maxima, clear_marks, pruned_candidates, term_maxima
 
 _NONE = np.zeros(0, dtype=np.int64)
 _ZERO = np.zeros(1)
@@ -77,6 +79,9 @@ MARGIN_NATS = 40.0
 #: ``1 / BUDGET_DIVISOR`` of the labels: the certified margin then keeps most of them, and the dense
 #: pass scores every label faster than the pruned path scores that many (bench/topk_pruning.py).
 BUDGET_DIVISOR = 8
+#: Labels per block of the bound on the classes without postings (specs whose ``a_l`` differs per label):
+#: a block whose largest prior and ``log a_l`` cannot reach the threshold is skipped whole.
+BLOCK_SIZE = 64
 #: Bound on ``p' / p - 1`` of every reported posterior (see the module docstring).
 RELATIVE_BOUND = math.exp(-MARGIN_NATS) / (1.0 - math.exp(-MARGIN_NATS))
 
@@ -214,6 +219,7 @@ class PrunedTopK:
         self.term_max_at = np.zeros(0, dtype=np.int64)
         self.scratch: tuple[np.ndarray, ...] | None = None
         self.maxima: tuple[int, float, float] | None = None  # (epoch, prior_max, log_a_max)
+        self.blocks: tuple | None = None  # (epoch, labels, block_prior, block_log_a)
         self.index: PriorIndex | None = None
         #: Counters (a metric and the benchmark's evidence): documents, postings read, candidates, dense fallbacks.
         self.counts = {"documents": 0, "lists": 0, "lists_read": 0, "candidates": 0, "dense": 0}
@@ -238,6 +244,15 @@ class PrunedTopK:
             log_a_max = float(derived.log_a[:n][active].max()) if active.any() else 0.0
             self.maxima = (state.epoch, prior_max, log_a_max)
         return self.maxima[1], self.maxima[2]
+
+    def _blocks(self, state, derived, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per epoch, the largest ``theta log p(l)`` and ``log a_l`` of each :data:`BLOCK_SIZE` active labels."""
+        if self.blocks is None or self.blocks[0] != state.epoch or self.blocks[1] != len(active):
+            n_blocks = (len(active) + BLOCK_SIZE - 1) // BLOCK_SIZE
+            block_prior, block_log_a = np.empty(n_blocks), np.empty(n_blocks)
+            block_maxima(active, derived.log_prior, derived.log_a, BLOCK_SIZE, block_prior, block_log_a)
+            self.blocks = (state.epoch, len(active), block_prior, block_log_a)
+        return self.blocks[2], self.blocks[3]
 
     def rank(self, state, batch: PreparedBatch, k: int, active: np.ndarray,
              want_scored: bool = False, tolerance: float | None = None) -> list[PrunedResult | None]:
@@ -279,8 +294,10 @@ class PrunedTopK:
             inv_scale = math.exp(-labels.theta * math.log(state.class_docs_total.value))
             power_total = index.power_sum.value * inv_scale
             log_constant = math.log(constant)
+            block_prior = block_log_a = _ZERO  # never scanned: the closed form gives their mass
         else:
             massless, power_of, inv_scale, power_total, log_constant = _NONE, _ZERO, 0.0, 0.0, 0.0
+            block_prior, block_log_a = self._blocks(state, derived, active)
         for d in range(batch.n_docs):
             lo, hi = bounds[d], bounds[d + 1]
             terms = batch.terms[lo:hi]
@@ -288,7 +305,8 @@ class PrunedTopK:
                 terms, batch.weights[lo:hi], log_background[lo:hi], arena.start, arena.length,
                 arena.cls, postings.weight, self.term_max, derived.log_prior, derived.log_a, prior_max, log_a_max,
                 cut, k, budget, index is not None, massless, power_of, power_total, inv_scale, log_constant, active,
-                acc, marked, touched, chosen, cand_ids, cand_scores, top_ids, top_scores)
+                BLOCK_SIZE, block_prior, block_log_a, acc, marked, touched, chosen, cand_ids, cand_scores, top_ids,
+                top_scores)
             counts["documents"] += 1
             counts["lists"] += hi - lo
             counts["lists_read"] += read

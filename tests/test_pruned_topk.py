@@ -341,3 +341,24 @@ def test_tolerance_bound_is_tight_where_every_other_label_sits_at_the_margin(spe
             assert got.labels == want.labels == [[]]
         else:
             assert abs(error) < ROUNDING
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs(), st.lists(st.tuples(wide_documents, st.integers(0, 39)), min_size=20, max_size=120),
+       st.lists(wide_documents, min_size=1, max_size=4), st.integers(1, 5), st.sampled_from([None, 1e-3, 0.3]),
+       st.sampled_from([1, 3, 8]))
+def test_blocks_of_labels_without_postings_skip_only_what_cannot_reach(config, items, queries, k, tolerance,
+                                                                       block_size):
+    """Small blocks (``BLOCK_SIZE`` 1, 3, 8 over up to 40 labels) so that the per-block bound of the labels
+    without postings decides often: the labels and posteriors are still the dense pass's (within tau)."""
+    spec, params, half_life, multilabel = config
+    model = MNB(spec, half_life=half_life, **params)
+    for i, (doc, label) in enumerate(items):
+        model.learn_one(doc, f"l{label}", ts=float(i), id=f"d{i}")
+    if k >= len(model.classes_):
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pruned_module, "BLOCK_SIZE", block_size)
+        model._pruner = None  # block maxima cached per epoch and size
+        got = paths(model, queries, k, None, 1, tolerance=tolerance)
+    assert_same_ranking(*got, bound=pruned_module.relative_bound(tolerance))
