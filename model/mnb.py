@@ -136,9 +136,9 @@ class MNB(GenerativeTextModel):
         if log_threshold is not None:
             # a class left out might pass the threshold, or one scored pass it only by the tolerance
             # (p <= p' <= p (1 + tau): p' in [threshold, threshold (1 + tau))): the dense pass decides
-            band = log_threshold + math.log1p(relative_bound(tolerance))
-            results = [r if r is None or (r.floor < log_threshold
-                                          and not any(log_threshold <= lp < band for _, lp in r.scored)) else None
+            band = log_threshold + math.log1p(relative_bound(tolerance))  # == log_threshold by default (e^-40)
+            results = [r if r is None or (r.floor < log_threshold and not (
+                band > log_threshold and any(log_threshold <= lp < band for _, lp in r.scored))) else None
                        for r in results]
         top = np.empty((batch.n_docs, k), dtype=np.int64)
         log_p = np.empty((batch.n_docs, k))

@@ -28,7 +28,10 @@ threshold ``min(kth, best - margin)``, ``margin = log N + 40`` by default (a sta
 **A stated posterior tolerance** ``tau`` (``posterior_tolerance`` of the service; ``None``, the default,
 is the bound above): ``margin = log N + log(1 + 1/tau)``, so ``R < Z tau / (1 + tau)`` and every
 reported posterior satisfies ``p <= p' <= p (1 + tau)`` (plus the rounding of the sums); the top ``k``
-labels stay exact whatever ``tau``, since the threshold is never above the ``k``-th best. It pays where
+labels stay exact whatever ``tau``, since the threshold is never above the ``k``-th best. (Two labels
+whose log posteriors agree to the last bits may come in either order: the ranking is on the log
+posteriors, and subtracting a normalizer that differs from the dense pass's rounds differently. With
+the default margin the normalizer is the dense pass's to the last bit.) It pays where
 the labels that the default margin keeps are not needed for the top ``k``: e.g. the labels without
 postings of a spec whose ``a_l`` differs per label (visited one by one within the margin). It cannot
 pay where the posterior mass itself is spread over most labels (common-word documents over Zipf-sized

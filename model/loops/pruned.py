@@ -146,8 +146,9 @@ def pruned_candidates(terms, weights, log_background, starts, lengths, posting_c
     rule them out, they are settled one by one: a compiled pass over the ``active``
     labels (their score is ``base(l) + S``; no postings, no ``exp``) keeps those that
     reach the threshold, skipping each block of ``block_size`` labels whose bound
-    (:func:`block_maxima`: ``block_prior + |w|_1 block_log_a + S``) is below it. The dense pass instead (:func:`dense_topk`, in this call): when
-    the next list could take the classes met past ``budget``, or the candidates pass it
+    (:func:`block_maxima`: ``block_prior + |w|_1 block_log_a + S``) is below it.
+    The dense pass instead (:func:`dense_topk`, in this call): when the next list
+    could take the classes met past ``budget``, or the candidates pass it
     (pruning cannot pay: the certified margin keeps most labels; at most ``budget``
     postings or classes were read in vain). Then ``cand_ids/cand_scores[:candidates]``
     are every ``active`` class and its log posterior, ``top_ids/top_scores`` the best ``k``.
