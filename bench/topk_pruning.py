@@ -1,6 +1,7 @@
 """Pruned top-k against the dense pass, many labels (issue #18 must-show 2), in one run.
 
-    python -m bench.topk_pruning [--sizes 1000 10000 100000] [--queries 200] [--spec u_jm_tXiX] [--json OUT]
+    python -m bench.topk_pruning [--sizes 1000 10000 100000] [--queries 200] [--spec u_jm_tXiX]
+                                 [--tolerances 1e-9 1e-6] [--json OUT]
 
 At each label count (Zipf-sized labels: label ``r`` has about ``30 / r**0.8 + 1`` training documents,
 each of 6 of its 12 own words, ~16 of 20 stop words and 2 shared mid-frequency words), top-5 with
@@ -21,6 +22,13 @@ whole, classes scored exactly, the share of documents the kernel gave to the den
 labels met), the times, the worst relative posterior difference, and "in margin": labels per document
 (first 20) whose dense score is within the certified margin (log N + 40 nats) of the best, which
 certified-negligible pruning must score.
+
+Beside the exact path, in the same rounds, the pruned path with each stated posterior tolerance ``tau``
+(``predict_topk_many(..., tolerance=tau)``, the service's ``posterior_tolerance``; margin
+``log N + log(1 + 1/tau)``): its time, the same label check, the worst ``p'/p - 1`` (checked
+``<= tau`` up to rounding), the labels within its margin, and "oracle": the share of labels that any
+method could leave out at that tolerance (the smallest exact posteriors whose sum stays within
+``tau / (1 + tau)``), an upper bound on what a tolerance can skip, whatever the bounds.
 """
 from __future__ import annotations
 
@@ -36,7 +44,7 @@ import numpy as np
 
 import sgm.model.mnb as mnb_module
 from sgm.model import MNB
-from sgm.model.pruned_topk import margin
+from sgm.model.pruned_topk import margin, relative_bound
 
 SPECS = {"u_jm_tXiX": {"beta": 0.5, "phi": 0.0, "ups_idf": -1.0},
          "uc_pd_jm_dp": {"beta": 0.3, "mu": 50.0, "delta": 0.5, "ups": 0.2}}
@@ -79,18 +87,23 @@ def queries(kind: str, n: int, rng, topic_words, mid_p, vocab) -> list[dict]:
     return out
 
 
-def cpu_per_doc(model, docs, pruned: bool) -> tuple[float, list]:
+def cpu_per_doc(model, docs, pruned: bool, tolerance: float | None = None) -> tuple[float, list]:
     mnb_module.PRUNED_TOPK_MIN_CLASSES = 1 if pruned else 10**12
     assert model.uses_pruned_topk(5) == pruned
     gc.collect()
     answers = []
     start = time.process_time()
     for doc in docs:
-        answers.append(model.predict_topk_many([doc], 5)[0])
+        answers.append(model.predict_topk_many([doc], 5, tolerance)[0])
     return (time.process_time() - start) / len(docs), answers
 
 
-def measure(n_labels: int, spec: str, n_queries: int, rounds: int, seed: int) -> dict:
+def tolerance_name(tolerance: float | None) -> str:
+    return "exact" if tolerance is None else f"{tolerance:.0e}"
+
+
+def measure(n_labels: int, spec: str, n_queries: int, rounds: int, seed: int,
+            tolerances: tuple[float, ...] = ()) -> dict:
     start = time.process_time()
     model, rng, topic_words, mid_p, vocab = build(n_labels, spec, seed)
     build_s = time.process_time() - start
@@ -102,41 +115,73 @@ def measure(n_labels: int, spec: str, n_queries: int, rounds: int, seed: int) ->
             docs = queries(kind, n_queries, rng, topic_words, mid_p, vocab)
             prepared = [model._prepare([d]) for d in docs]
             touched = float(np.mean([model.state.arena.length[p.terms].sum() for p in prepared]))
-            cpu_per_doc(model, docs, True)  # the lazy steps (postings, term maxima, class terms) once, untimed
+            variants = (None, *tolerances)
+            for tolerance in variants:  # the lazy steps (postings, term maxima, class terms) once, untimed
+                cpu_per_doc(model, docs, True, tolerance)
             cpu_per_doc(model, docs, False)
-            pruned_t, dense_t = [], []
-            before = dict(model._pruner.counts)
-            for _ in range(rounds):
-                t, pruned_answers = cpu_per_doc(model, docs, True)
-                pruned_t.append(t)
+            runs: dict = {tolerance: [] for tolerance in variants}
+            answers: dict = {}
+            counts: dict = {tolerance: dict.fromkeys(model._pruner.counts, 0) for tolerance in variants}
+            dense_t = []
+            for _ in range(rounds):  # every variant and the dense pass in each round, alternated
+                for tolerance in variants:
+                    before = dict(model._pruner.counts)
+                    t, answers[tolerance] = cpu_per_doc(model, docs, True, tolerance)
+                    runs[tolerance].append(t)
+                    for key in before:
+                        counts[tolerance][key] += (model._pruner.counts[key] - before[key]) / (rounds * n_queries)
                 t, dense_answers = cpu_per_doc(model, docs, False)
                 dense_t.append(t)
-            counts = {key: (model._pruner.counts[key] - before[key]) / (rounds * n_queries) for key in before}
-            worst = 0.0
-            for got, want in zip(pruned_answers, dense_answers):
-                assert [name for name, _ in got] == [name for name, _ in want], (got, want)
-                worst = max(worst, max(abs(p / q - 1) for (_, p), (_, q) in zip(got, want)))
-            pruned_s, dense_s = min(pruned_t), min(dense_t)
-            # why pruning can or cannot pay: the labels whose score lies within the certified margin of the
-            # best (they must be scored for the normalizer), and the mass of all the others
+            worst = dict.fromkeys(variants, 0.0)
+            for tolerance in variants:
+                for got, want in zip(answers[tolerance], dense_answers):
+                    assert [name for name, _ in got] == [name for name, _ in want], (tolerance, got, want)
+                    worst[tolerance] = max(worst[tolerance], max(p / q - 1 for (_, p), (_, q) in zip(got, want)),
+                                           max(q / p - 1 for (_, p), (_, q) in zip(got, want)))
+                assert worst[tolerance] <= relative_bound(tolerance) + 1e-9, (tolerance, worst[tolerance])
+            dense_s = min(dense_t)
+            # why pruning can or cannot pay: the labels whose score lies within the margin of the best (they
+            # must be scored for the normalizer), the mass of all the others, and the share of labels an
+            # oracle (knowing every exact posterior) could leave out within the tolerance
             n_active = len(model.classes_)
-            within, outside = [], []
+            within: dict = {tolerance: [] for tolerance in variants}
+            oracle: dict = {tolerance: [] for tolerance in variants}
+            outside = []
             for doc in docs[:20]:
                 active = model.state.active_classes()
                 scores = model.labels.joint_log_scores(model.state, model._prepare([doc]))[0][active]
                 best = scores.max()
                 log_z = best + math.log(np.exp(scores - best).sum())
-                near = scores >= best - margin(n_active)
-                within.append(int(near.sum()))
-                far = scores[~near]
-                outside.append(float(np.exp(far - log_z).sum()) if len(far) else 0.0)
+                smallest_first = np.cumsum(np.sort(np.exp(scores - log_z)))
+                for tolerance in variants:
+                    near = scores >= best - margin(n_active, tolerance)
+                    within[tolerance].append(int(near.sum()))
+                    tau = relative_bound(tolerance)
+                    oracle[tolerance].append(np.searchsorted(smallest_first, tau / (1 + tau), side="right") / n_active)
+                    if tolerance is None:
+                        far = scores[~near]
+                        outside.append(float(np.exp(far - log_z).sum()) if len(far) else 0.0)
+            pruned_s = min(runs[None])
             row[kind] = {"postings_touched_per_doc": touched, "pruned_s": pruned_s, "dense_s": dense_s,
-                         "pruned_runs_s": pruned_t, "dense_runs_s": dense_t, "speedup": dense_s / pruned_s,
-                         "lists_per_doc": counts["lists"], "lists_read_per_doc": counts["lists_read"],
-                         "exact_scores_per_doc": counts["candidates"], "dense_fallback_share": counts["dense"],
-                         "worst_relative_posterior_difference": worst,
-                         "labels_within_margin_per_doc": float(np.mean(within)),
-                         "mass_outside_margin_max": max(outside)}
+                         "pruned_runs_s": runs[None], "dense_runs_s": dense_t, "speedup": dense_s / pruned_s,
+                         "lists_per_doc": counts[None]["lists"], "lists_read_per_doc": counts[None]["lists_read"],
+                         "exact_scores_per_doc": counts[None]["candidates"],
+                         "dense_fallback_share": counts[None]["dense"],
+                         "worst_relative_posterior_difference": worst[None],
+                         "labels_within_margin_per_doc": float(np.mean(within[None])),
+                         "mass_outside_margin_max": max(outside),
+                         "oracle_skippable_share": float(np.mean(oracle[None])),
+                         "tolerances": {tolerance_name(tolerance): {
+                             "tolerance": tolerance, "margin_nats_beyond_log_n": margin(1, tolerance),
+                             "pruned_s": min(runs[tolerance]), "pruned_runs_s": runs[tolerance],
+                             "speedup": dense_s / min(runs[tolerance]),
+                             "lists_read_per_doc": counts[tolerance]["lists_read"],
+                             "exact_scores_per_doc": counts[tolerance]["candidates"],
+                             "dense_fallback_share": counts[tolerance]["dense"],
+                             "worst_relative_posterior_difference": worst[tolerance],
+                             "labels_within_margin_per_doc": float(np.mean(within[tolerance])),
+                             "oracle_skippable_share": float(np.mean(oracle[tolerance]))}
+                             for tolerance in tolerances}}
     finally:
         mnb_module.PRUNED_TOPK_MIN_CLASSES = threshold
     return row
@@ -149,27 +194,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--spec", default="u_jm_tXiX", choices=sorted(SPECS))
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--tolerances", type=float, nargs="*", default=[1e-9, 1e-6],
+                        help="stated posterior tolerances measured beside the exact path (none: exact only)")
     parser.add_argument("--json", help="write all measurements to this file")
     args = parser.parse_args(argv)
-    print(f"top-5 with posteriors, {args.spec}, CPU us per document (best of {args.rounds} alternated rounds)")
-    print(f"{'labels':>7} {'kind':>6} | {'touched':>8} {'lists':>5} {'read':>5} {'exact':>6} {'dense%':>6} | "
-          f"{'pruned':>8} {'dense':>8} {'speedup':>8} | {'max |p/p_dense - 1|':>19} | {'in margin':>9}")
+    print(f"top-5 with posteriors, {args.spec}, CPU us per document (best of {args.rounds} alternated rounds); "
+          f"tolerance 'exact' is the default (e^-40)")
+    print(f"{'labels':>7} {'kind':>6} {'tolerance':>9} | {'touched':>8} {'lists':>5} {'read':>5} {'exact':>6} "
+          f"{'dense%':>6} | {'pruned':>8} {'dense':>8} {'speedup':>8} | {'max |p/p_dense - 1|':>19} | "
+          f"{'in margin':>9} {'oracle':>7}")
     rows = []
     for n_labels in args.sizes:
-        row = measure(n_labels, args.spec, args.queries, args.rounds, args.seed)
+        row = measure(n_labels, args.spec, args.queries, args.rounds, args.seed, tuple(args.tolerances))
         rows.append(row)
         for kind in ("rare", "common"):
             r = row[kind]
-            print(f"{n_labels:>7} {kind:>6} | {r['postings_touched_per_doc']:>8.0f} {r['lists_per_doc']:>5.1f} "
-                  f"{r['lists_read_per_doc']:>5.1f} {r['exact_scores_per_doc']:>6.0f} {100 * r['dense_fallback_share']:>5.0f}% | "
-                  f"{r['pruned_s'] * 1e6:>6.0f}us {r['dense_s'] * 1e6:>6.0f}us {r['speedup']:>7.1f}x | "
-                  f"{r['worst_relative_posterior_difference']:>19.1e} | {r['labels_within_margin_per_doc']:>9.0f}",
-                  flush=True)
+            for name, v in [("exact", r)] + list(r["tolerances"].items()):
+                print(f"{n_labels:>7} {kind:>6} {name:>9} | {r['postings_touched_per_doc']:>8.0f} "
+                      f"{r['lists_per_doc']:>5.1f} {v['lists_read_per_doc']:>5.1f} {v['exact_scores_per_doc']:>6.0f} "
+                      f"{100 * v['dense_fallback_share']:>5.0f}% | {v['pruned_s'] * 1e6:>6.0f}us "
+                      f"{r['dense_s'] * 1e6:>6.0f}us {v['speedup']:>7.1f}x | "
+                      f"{v['worst_relative_posterior_difference']:>19.1e} | "
+                      f"{v['labels_within_margin_per_doc']:>9.0f} {100 * v['oracle_skippable_share']:>6.1f}%",
+                      flush=True)
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as handle:
             json.dump({"spec": args.spec, "rows": rows, "margin_nats": "log N + 40",
-                       "relative_bound": math.exp(-40)}, handle, indent=2)
+                       "relative_bound": math.exp(-40), "tolerances": args.tolerances}, handle, indent=2)
     return 0
 
 

@@ -103,6 +103,9 @@ class ServiceConfig:
     label_threshold: float | None = _setting(None, "output every label with probability >= this: its posterior "
                                                    "(per-label mode) or its marginal (powerset mode; over the "
                                                    "configuration's label_threshold)")
+    posterior_tolerance: float | None = _setting(None, "relative error the emitted posteriors may have, in (0, 1), "
+                                                 "for a faster top-k with many labels; the labels stay exact "
+                                                 "(none: exact to e^-40; docs/PERFORMANCE.md)")
     prune_below: float | None = _setting(None, "memory bound: unlearn documents whose decayed weight falls below this")
     max_documents: int | None = _setting(None, "memory bound: keep at most this many documents (oldest go first)")
     max_model_bytes: int | None = _setting(None, "memory bound: prune the least weighted documents while the model "
@@ -130,6 +133,8 @@ class ServiceConfig:
             raise ValueError("topics need at least one partition")
         if self.top_k < 1:
             raise ValueError("top_k must be at least 1")
+        if self.posterior_tolerance is not None and not 0 < self.posterior_tolerance < 1:
+            raise ValueError(f"--posterior-tolerance must lie in (0, 1) (or be none), got {self.posterior_tolerance!r}")
         if self.on_training_log_reset not in LOG_RESET_POLICIES:
             raise ValueError(f"on_training_log_reset must be one of {LOG_RESET_POLICIES}")
         for name in ("connect_timeout", "max_event_skew", "max_model_bytes", "max_documents", "prune_below"):

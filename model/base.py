@@ -38,6 +38,7 @@ from .lexicon import TermLexicon
 from .mail import MailExtraction, MailFeatures, MailOptions, Message
 from .loops.scoring import keep_seen_terms
 from .persistence import ExtraState, dump, dumps, loads, state_checksum
+from .pruned_topk import check_tolerance
 from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
 from .state import CountState
 from .term_class_weights import term_class_weights
@@ -86,9 +87,14 @@ class PosteriorPredictions:
         """Full posterior ``{class: p}`` of one document."""
         return self.predict_proba_many([doc])[0]
 
-    def predict_topk_many(self, docs: Iterable, k: int) -> list[list[tuple[Any, float]]]:
+    def predict_topk_many(self, docs: Iterable, k: int,
+                          tolerance: float | None = None) -> list[list[tuple[Any, float]]]:
+        """The ``k`` most probable classes of each document with their posteriors. ``tolerance``: the relative
+        error the posteriors may have (the pruned top-k of :class:`model.mnb.MNB` uses it); this pass is
+        exact."""
         if k < 1:
             raise ValueError("k must be at least 1")
+        check_tolerance(tolerance)
         classes, log_post = self.predict_log_proba_many(docs)
         top = top_k_indices(log_post, k)
         probs = np.exp(np.take_along_axis(log_post, top, axis=1))
@@ -599,14 +605,19 @@ class GenerativeTextModel(PosteriorPredictions):
         """
         raise NotImplementedError
 
-    def rank_many(self, docs: Sequence[Document], k: int, threshold: float | None = None) -> "Ranking":
+    def rank_many(self, docs: Sequence[Document], k: int, threshold: float | None = None,
+                  tolerance: float | None = None) -> "Ranking":
         """Top-``k`` class names with their posteriors and the output labels of a batch, in one pass.
 
         Output labels: in per-label mode the labels with posterior at least ``threshold``, else the top
         label; in powerset mode the labels whose marginal reaches ``threshold`` (default: the model's
         ``label_threshold``; :mod:`model.label_marginals`), or without either the arg-max label set.
-        Before any training every list is empty.
+        Before any training every list is empty. ``tolerance``: the relative error
+        the posteriors may have (``None``: the default, exact to ``e^-40``); the
+        labels are exact whatever it is. This dense pass is exact; the pruned top-k
+        of :class:`model.mnb.MNB` uses it (:mod:`model.pruned_topk`).
         """
+        check_tolerance(tolerance)
         if len(self) == 0:
             return Ranking([[] for _ in docs], np.empty((len(docs), 0)), [[] for _ in docs])
         classes, log_post = self.predict_log_proba_many(docs)

@@ -5,7 +5,9 @@ The scoring kernel is the label score of :class:`model.label_model.LabelModel`
 compiled pass over the batch (:func:`model.loops.scoring.dense_log_posterior`).
 With many classes, top-k (``predict_topk_many``, ``rank_many``, ``predict_many``) prunes with
 per-term upper bounds (:mod:`model.pruned_topk`): the same scores for the classes it scores, the
-top-k exact, the posteriors to within a certified relative bound below float64 rounding.
+top-k exact, the posteriors to within a certified relative bound below float64 rounding (or a stated,
+looser one: the ``tolerance`` of ``rank_many`` / ``predict_topk_many``, the service's
+``posterior_tolerance``).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import numpy as np
 from .base import GenerativeTextModel, Ranking, top_k_indices
 from .batch import PreparedBatch
 from .label_model import LabelModel
-from .pruned_topk import PrunedResult, PrunedTopK, margin
+from .pruned_topk import PrunedResult, PrunedTopK, check_tolerance, margin, relative_bound
 
 #: With at least this many active classes (and ``k`` well below them), top-k takes the pruned path
 #: (1.0-1.4x the dense pass at 100-500 labels, 0.7-0.8x at 40, in the same runs):
@@ -87,28 +89,31 @@ class MNB(GenerativeTextModel):
         return self.labels.cache_arrays()
 
     # ------------------------------------------------------------ pruned top-k
-    def uses_pruned_topk(self, k: int = 5, threshold: float | None = None) -> bool:
+    def uses_pruned_topk(self, k: int = 5, threshold: float | None = None, tolerance: float | None = None) -> bool:
         """Whether top-``k`` takes the pruned path: its cost follows the postings a document reads, the
         dense pass's the labels too, so it pays with many labels and ``k`` well below them; a posterior
-        threshold must lie above what pruning leaves out (``e^-margin``)."""
+        threshold must lie above what pruning leaves out (``e^-margin``, by the posterior ``tolerance``)."""
         n = len(self.class_names()[0])
         return (n >= PRUNED_TOPK_MIN_CLASSES and PRUNED_TOPK_CLASSES_PER_K * k <= n and k < n
-                and (threshold is None or threshold > math.exp(-margin(n))))
+                and (threshold is None or threshold > math.exp(-margin(n, tolerance))))
 
-    def predict_topk_many(self, docs, k: int):
+    def predict_topk_many(self, docs, k: int, tolerance: float | None = None):
         if k < 1:
             raise ValueError("k must be at least 1")
-        if not self.uses_pruned_topk(k):
+        tolerance = check_tolerance(tolerance)
+        if not self.uses_pruned_topk(k, None, tolerance):
             return super().predict_topk_many(docs, k)
-        names, top, log_p, _ = self._pruned_rank(list(docs), k, None)
+        names, top, log_p, _ = self._pruned_rank(list(docs), k, None, tolerance)
         return [[(names[i], p) for i, p in zip(row_top, row_p)]
                 for row_top, row_p in zip(top.tolist(), np.exp(log_p).tolist())]
 
-    def rank_many(self, docs, k: int, threshold: float | None = None) -> Ranking:
+    def rank_many(self, docs, k: int, threshold: float | None = None, tolerance: float | None = None) -> Ranking:
+        tolerance = check_tolerance(tolerance)
         marginals = self.multilabel == "powerset" and (threshold is not None or self.label_threshold is not None)
-        if len(self) == 0 or marginals or not self.uses_pruned_topk(k, threshold):  # label marginals: every class
+        # label marginals need every class: the dense pass
+        if len(self) == 0 or marginals or not self.uses_pruned_topk(k, threshold, tolerance):
             return super().rank_many(docs, k, threshold)
-        classes, top, log_p, above = self._pruned_rank(list(docs), k, threshold)
+        classes, top, log_p, above = self._pruned_rank(list(docs), k, threshold, tolerance)
         names = [("+".join(c) if isinstance(c, tuple) else c) for c in classes]
         top_names = [[names[i] for i in row] for row in top.tolist()]
         if self.multilabel == "powerset":
@@ -119,20 +124,27 @@ class MNB(GenerativeTextModel):
             labels = [row[:1] for row in top_names]
         return Ranking(top_names, np.exp(log_p), labels)
 
-    def _pruned_rank(self, docs: list, k: int, threshold: float | None):
+    def _pruned_rank(self, docs: list, k: int, threshold: float | None, tolerance: float | None = None):
         """Columns of the top ``k`` classes per document (best first, ties by class id), their log
-        posteriors, and the columns with posterior at least ``threshold`` (ascending), by the pruned path
-        (:mod:`model.pruned_topk`); documents its bounds cannot settle take the dense kernel."""
+        posteriors (to within the relative posterior ``tolerance``), and the columns with posterior at least
+        ``threshold`` (ascending), by the pruned path (:mod:`model.pruned_topk`); documents its bounds
+        cannot settle take the dense kernel."""
         active, names = self.class_names()
         if not len(active):
             raise RuntimeError("the model has not learned any document yet")
         batch = self._prepare(docs)
         if self._pruner is None:
             self._pruner = PrunedTopK(self.labels)
-        results: list[PrunedResult | None] = self._pruner.rank(self.state, batch, k, active, threshold is not None)
+        results: list[PrunedResult | None] = self._pruner.rank(self.state, batch, k, active,
+                                                               threshold is not None, tolerance)
         log_threshold = math.log(threshold) if threshold is not None else None
-        if log_threshold is not None:  # a class left out might pass the threshold: the dense pass decides
-            results = [r if r is None or r.floor < log_threshold else None for r in results]
+        if log_threshold is not None:
+            # a class left out might pass the threshold, or one scored pass it only by the tolerance
+            # (p <= p' <= p (1 + tau): p' in [threshold, threshold (1 + tau))): the dense pass decides
+            band = log_threshold + math.log1p(relative_bound(tolerance))  # == log_threshold by default (e^-40)
+            results = [r if r is None or (r.floor < log_threshold and not (
+                band > log_threshold and any(log_threshold <= lp < band for _, lp in r.scored))) else None
+                       for r in results]
         top = np.empty((batch.n_docs, k), dtype=np.int64)
         log_p = np.empty((batch.n_docs, k))
         above: list[list[int]] = [[] for _ in range(batch.n_docs)]

@@ -9,7 +9,8 @@ so ``score(l) <= prior_max + |w|_1 log_a_max + S + sum_{n: l in postings(n)} w_n
 
 **Certified-negligible pruning.** With ``N`` active labels, ``best`` the best exact score found and
 ``kth`` the ``k``-th best, a class is left out only when an upper bound of its score is below the
-threshold ``min(kth, best - margin)``, ``margin = log N + 40``. Then
+threshold ``min(kth, best - margin)``, ``margin = log N + 40`` by default (a stated posterior tolerance
+``tau`` sets ``margin = log N + log(1 + 1/tau)`` instead, below). Then
 
 * the top ``k`` labels are exact: every class left out scores below the ``k``-th best, strictly,
   and the scores computed are the dense kernel's to the last bit (same operations, same order:
@@ -23,6 +24,19 @@ threshold ``min(kth, best - margin)``, ``margin = log N + 40``. Then
 
   below the rounding of the dense sum itself (:data:`RELATIVE_BOUND`; the property tests check it,
   and the same inequality for small margins where classes are left out, with room for rounding).
+
+**A stated posterior tolerance** ``tau`` (``posterior_tolerance`` of the service; ``None``, the default,
+is the bound above): ``margin = log N + log(1 + 1/tau)``, so ``R < Z tau / (1 + tau)`` and every
+reported posterior satisfies ``p <= p' <= p (1 + tau)`` (plus the rounding of the sums); the top ``k``
+labels stay exact whatever ``tau``, since the threshold is never above the ``k``-th best. (Two labels
+whose log posteriors agree to the last bits may come in either order: the ranking is on the log
+posteriors, and subtracting a normalizer that differs from the dense pass's rounds differently. With
+the default margin the normalizer is the dense pass's to the last bit.) It pays where
+the labels that the default margin keeps are not needed for the top ``k``: e.g. the labels without
+postings of a spec whose ``a_l`` differs per label (visited one by one within the margin). It cannot
+pay where the posterior mass itself is spread over most labels (common-word documents over Zipf-sized
+labels at 100k: with ``tau = 1e-6`` even an oracle could not leave out one label, with ``1e-3`` 0.5% of
+them; docs/PERFORMANCE.md).
 
 **What each piece costs.** Per model epoch (after an update), shared with the dense kernel: the
 per-class arrays ``theta log p(l)`` and ``log a_l`` (:meth:`model.label_model.LabelModel.class_terms`,
@@ -40,8 +54,10 @@ for the classes that may reach it a binary search per term (few) or one walk of 
   explicitly (usually none). No pass over the labels.
 * Other specs: they are bounded by ``prior_max + |w|_1 log_a_max + S`` (the per-epoch maxima); when
   that does not rule them out, one compiled pass over the labels settles them one by one (no
-  postings, no ``exp`` below the threshold). Their mass is a power sum in ``|w|_1`` over the labels,
-  with no closed form; grouping labels by ``a_l`` would tighten the bound, not remove the pass.
+  postings, no ``exp`` below the threshold), skipping every block of :data:`BLOCK_SIZE` labels whose
+  own maxima (per epoch, :func:`model.loops.pruned.block_maxima`) keep it below the threshold.
+  Their mass is a power sum in ``|w|_1`` over the labels, with no closed form: within the default
+  margin most blocks stay; with a stated tolerance most are skipped.
 
 A document that meets more than ``N / BUDGET_DIVISOR`` labels, or keeps that many within the
 threshold, is scored by the dense pass inside the kernel (:func:`model.loops.pruned.dense_topk`):
@@ -56,7 +72,7 @@ from sortedcontainers import SortedList
 
 from .arrays import CompensatedSum, grow
 from .batch import PreparedBatch
-from .loops.pruned import best_unmarked, clear_marks, pruned_candidates, term_maxima
+from .loops.pruned import best_unmarked, block_maxima, clear_marks, pruned_candidates, term_maxima
 
 _NONE = np.zeros(0, dtype=np.int64)
 _ZERO = np.zeros(1)
@@ -66,17 +82,61 @@ MARGIN_NATS = 40.0
 #: ``1 / BUDGET_DIVISOR`` of the labels: the certified margin then keeps most of them, and the dense
 #: pass scores every label faster than the pruned path scores that many (bench/topk_pruning.py).
 BUDGET_DIVISOR = 8
+#: Labels per block of the bound on the classes without postings (specs whose ``a_l`` differs per label):
+#: a block whose largest prior and ``log a_l`` cannot reach the threshold is skipped whole.
+BLOCK_SIZE = 64
 #: Bound on ``p' / p - 1`` of every reported posterior (see the module docstring).
 RELATIVE_BOUND = math.exp(-MARGIN_NATS) / (1.0 - math.exp(-MARGIN_NATS))
 
 
-def margin(n_labels: int) -> float:
-    """The pruning margin in nats: ``log N + 40``, so that ``N e^-margin = e^-40``.
+def check_tolerance(tolerance: float | None) -> float | None:
+    """``tolerance`` if it is ``None`` (the default bound) or a number in ``(0, 1)``, else ``ValueError``.
 
-    >>> round(margin(100_000), 3)
-    51.513
+    >>> check_tolerance(1e-6)
+    1e-06
+    >>> check_tolerance(0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: posterior tolerance must lie in (0, 1) (or be None: exact to e^-40), got 0.0
     """
-    return math.log(max(n_labels, 1)) + MARGIN_NATS
+    if tolerance is None:
+        return None
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0.0 < tolerance < 1.0:
+        raise ValueError(f"posterior tolerance must lie in (0, 1) (or be None: exact to e^-40), got {tolerance!r}")
+    return float(tolerance)
+
+
+def tolerance_nats(tolerance: float | None = None) -> float:
+    """Nats beyond ``log N`` for a relative posterior tolerance ``tau``: ``log(1 + 1/tau)``, so that the mass
+    left out is below ``Z tau / (1 + tau)`` and ``p' / p - 1 <= tau``; ``None``: :data:`MARGIN_NATS`.
+
+    >>> round(tolerance_nats(1e-6), 3), tolerance_nats()
+    (13.816, 40.0)
+    """
+    if tolerance is None:
+        return MARGIN_NATS
+    return math.log1p(1.0 / check_tolerance(tolerance))
+
+
+def relative_bound(tolerance: float | None = None) -> float:
+    """The bound on ``p' / p - 1`` of every reported posterior: ``tau``, or :data:`RELATIVE_BOUND` by default
+    (before the rounding of the sums).
+
+    >>> round(relative_bound(1e-3), 15), relative_bound() < 2**-52
+    (0.001, True)
+    """
+    nats = tolerance_nats(tolerance)
+    return math.exp(-nats) / (1.0 - math.exp(-nats))
+
+
+def margin(n_labels: int, tolerance: float | None = None) -> float:
+    """The pruning margin in nats: ``log N + 40`` by default, so that ``N e^-margin = e^-40``; with a
+    posterior tolerance ``tau``, ``log N + log(1 + 1/tau)``.
+
+    >>> round(margin(100_000), 3), round(margin(100_000, 1e-6), 3)
+    (51.513, 25.328)
+    """
+    return math.log(max(n_labels, 1)) + tolerance_nats(tolerance)
 
 
 class PriorIndex:
@@ -162,6 +222,7 @@ class PrunedTopK:
         self.term_max_at = np.zeros(0, dtype=np.int64)
         self.scratch: tuple[np.ndarray, ...] | None = None
         self.maxima: tuple[int, float, float] | None = None  # (epoch, prior_max, log_a_max)
+        self.blocks: tuple | None = None  # (epoch, labels, block_prior, block_log_a)
         self.index: PriorIndex | None = None
         #: Counters (a metric and the benchmark's evidence): documents, postings read, candidates, dense fallbacks.
         self.counts = {"documents": 0, "lists": 0, "lists_read": 0, "candidates": 0, "dense": 0}
@@ -187,12 +248,23 @@ class PrunedTopK:
             self.maxima = (state.epoch, prior_max, log_a_max)
         return self.maxima[1], self.maxima[2]
 
+    def _blocks(self, state, derived, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per epoch, the largest ``theta log p(l)`` and ``log a_l`` of each :data:`BLOCK_SIZE` active labels."""
+        if self.blocks is None or self.blocks[0] != state.epoch or self.blocks[1] != len(active):
+            n_blocks = (len(active) + BLOCK_SIZE - 1) // BLOCK_SIZE
+            block_prior, block_log_a = np.empty(n_blocks), np.empty(n_blocks)
+            block_maxima(active, derived.log_prior, derived.log_a, BLOCK_SIZE, block_prior, block_log_a)
+            self.blocks = (state.epoch, len(active), block_prior, block_log_a)
+        return self.blocks[2], self.blocks[3]
+
     def rank(self, state, batch: PreparedBatch, k: int, active: np.ndarray,
-             want_scored: bool = False) -> list[PrunedResult | None]:
+             want_scored: bool = False, tolerance: float | None = None) -> list[PrunedResult | None]:
         """Top-``k`` of the ``active`` classes for every document of ``batch``, each with its exact log
-        posterior to within :data:`RELATIVE_BOUND` (exactly the dense pass's where the kernel chose it:
-        too many classes met, or unseen classes not ruled out); the classes scored when ``want_scored``.
-        ``None`` only where nothing could be scored (defensive: the caller takes the dense pass)."""
+        posterior to within :func:`relative_bound` of ``tolerance`` (:data:`RELATIVE_BOUND` by default;
+        exactly the dense pass's where the kernel chose it: too many classes met, or unseen classes not
+        ruled out); the classes scored when ``want_scored``. The top-``k`` labels are exact for every
+        ``tolerance``. ``None`` only where nothing could be scored (defensive: the caller takes the dense
+        pass)."""
         labels = self.labels
         derived = labels.class_terms(state)
         labels.refresh(state, batch.terms)
@@ -211,7 +283,7 @@ class PrunedTopK:
             index.sync(state)
             log_a_max = math.log(constant)  # classes with counts; those without are scored explicitly
         n_active = len(active)
-        cut = margin(n_active)
+        cut = margin(n_active, tolerance)
         budget = max(n_active // BUDGET_DIVISOR, k) if BUDGET_DIVISOR > 1 else 2**62  # 1: no budget (tests)
         acc, marked, touched, cand_ids, cand_scores, chosen = self.scratch
         top_ids, top_scores = np.empty(k, dtype=np.int64), np.empty(k)
@@ -225,8 +297,10 @@ class PrunedTopK:
             inv_scale = math.exp(-labels.theta * math.log(state.class_docs_total.value))
             power_total = index.power_sum.value * inv_scale
             log_constant = math.log(constant)
+            block_prior = block_log_a = _ZERO  # never scanned: the closed form gives their mass
         else:
             massless, power_of, inv_scale, power_total, log_constant = _NONE, _ZERO, 0.0, 0.0, 0.0
+            block_prior, block_log_a = self._blocks(state, derived, active)
         for d in range(batch.n_docs):
             lo, hi = bounds[d], bounds[d + 1]
             terms = batch.terms[lo:hi]
@@ -234,7 +308,8 @@ class PrunedTopK:
                 terms, batch.weights[lo:hi], log_background[lo:hi], arena.start, arena.length,
                 arena.cls, postings.weight, self.term_max, derived.log_prior, derived.log_a, prior_max, log_a_max,
                 cut, k, budget, index is not None, massless, power_of, power_total, inv_scale, log_constant, active,
-                acc, marked, touched, chosen, cand_ids, cand_scores, top_ids, top_scores)
+                BLOCK_SIZE, block_prior, block_log_a, acc, marked, touched, chosen, cand_ids, cand_scores, top_ids,
+                top_scores)
             counts["documents"] += 1
             counts["lists"] += hi - lo
             counts["lists_read"] += read

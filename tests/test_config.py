@@ -48,6 +48,15 @@ def test_bad_values_are_refused():
         parse(["--role", "janitor"])
     with pytest.raises(ValueError):
         parse([], {"SGM_TOP_K": "0"})
+    for bad in ("0", "1", "-0.1", "nan"):
+        with pytest.raises(ValueError, match="posterior-tolerance"):
+            parse(["--posterior-tolerance", bad])
+
+
+def test_posterior_tolerance_from_flag_and_environment():
+    assert parse([]).posterior_tolerance is None  # the default: exact to e^-40
+    assert parse(["--posterior-tolerance", "1e-6"]).posterior_tolerance == 1e-6
+    assert parse([], {"SGM_POSTERIOR_TOLERANCE": "0.001"}).posterior_tolerance == 0.001
 
 
 def test_secrets_are_redacted():

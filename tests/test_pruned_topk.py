@@ -36,38 +36,66 @@ ops = st.one_of(
 )
 
 
-def paths(model, queries, k, threshold=None, budget_divisor=1, margin_nats=pruned_module.MARGIN_NATS):
+def paths(model, queries, k, threshold=None, budget_divisor=1, margin_nats=pruned_module.MARGIN_NATS,
+          tolerance=None):
     """(pruned, dense) rankings of ``queries``: the pruned path forced (by default without its budget,
-    which small models would always exceed), then the dense pass forced."""
+    which small models would always exceed), with the posterior ``tolerance``, then the dense pass forced."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pruned_module, "BUDGET_DIVISOR", budget_divisor)
         patch.setattr(pruned_module, "MARGIN_NATS", margin_nats)
         patch.setattr(mnb_module, "PRUNED_TOPK_MIN_CLASSES", 1)
         patch.setattr(mnb_module, "PRUNED_TOPK_CLASSES_PER_K", 1)
-        assert model.uses_pruned_topk(k, threshold) == (k < len(model.classes_))
-        pruned = model.rank_many(queries, k, threshold)
-        pruned_topk = model.predict_topk_many(queries, k)
+        assert model.uses_pruned_topk(k, threshold, tolerance) == (k < len(model.classes_))
+        pruned = model.rank_many(queries, k, threshold, tolerance)
+        pruned_topk = model.predict_topk_many(queries, k, tolerance)
         patch.setattr(mnb_module, "PRUNED_TOPK_MIN_CLASSES", 10**9)
         assert not model.uses_pruned_topk(k, threshold)
         dense = model.rank_many(queries, k, threshold)
-        dense_topk = model.predict_topk_many(queries, k)
+        dense_topk = DenseAnswers(model.predict_topk_many(queries, k))
+    classes, log_post = model.predict_log_proba_many(queries)
+    dense_topk.log_posteriors = [{**dict(zip(classes, row)), **dict(zip(
+        ["+".join(c) if isinstance(c, tuple) else c for c in classes], row))} for row in log_post.tolist()]
     return pruned, pruned_topk, dense, dense_topk
+
+
+class DenseAnswers(list):
+    """The dense pass's top-k lists, and per query every class's dense log posterior (``log_posteriors``)."""
+
+    log_posteriors: list = []
 
 
 def relative_bound(margin_nats: float) -> float:
     return math.exp(-margin_nats) / (1.0 - math.exp(-margin_nats))
 
 
-def assert_same_ranking(pruned, pruned_topk, dense, dense_topk, margin_nats=pruned_module.MARGIN_NATS):
+def assert_same_ranking(pruned, pruned_topk, dense, dense_topk, margin_nats=pruned_module.MARGIN_NATS,
+                        bound=None):
     """Same labels in the same order (ties broken alike); each posterior ``p'`` of the pruned path within
-    ``p <= p' <= p / (1 - e^-margin)`` of the dense ``p``, up to the rounding of the sums."""
-    bound = relative_bound(margin_nats)
-    assert pruned.names == dense.names
-    assert pruned.labels == dense.labels
+    ``p <= p' <= p / (1 - e^-margin)`` (or ``p (1 + bound)``) of the dense ``p``, up to the rounding of the sums.
+
+    With the default margin the labels are the dense pass's to the last tie. With a smaller margin or a
+    tolerance the pruned normalizer differs from the dense one, and subtracting it can merge two log
+    posteriors one rounding apart into a tie (then broken by id) or keep them apart where the dense
+    subtraction merged them: the label at each rank must then have the dense log posterior of the dense
+    label at that rank to within 1e-12 (a tie to rounding: either order is the computation's answer)."""
+    strict = bound is None and margin_nats == pruned_module.MARGIN_NATS
+    bound = relative_bound(margin_nats) if bound is None else bound
+
+    def same(got_names, want_names, d):
+        if strict or got_names == want_names:
+            return got_names == want_names
+        full = dense_topk.log_posteriors[d]
+        return len(got_names) == len(want_names) and all(
+            abs(full[a] - full[b]) <= 1e-12 * (1.0 + abs(full[b])) for a, b in zip(got_names, want_names))
+
+    for d, (got, want) in enumerate(zip(pruned.names, dense.names)):
+        assert same(got, want, d), (got, want)
+    for d, (got, want) in enumerate(zip(pruned.labels, dense.labels)):
+        assert got == want or (len(want) <= 1 and same(got, want, d)), (got, want)
     pairs = [(p, q) for got, want in zip(pruned_topk, dense_topk) for (_, p), (_, q) in zip(got, want)]
     pairs += list(zip(pruned.probabilities.ravel().tolist(), dense.probabilities.ravel().tolist()))
-    for got, want in zip(pruned_topk, dense_topk):
-        assert [c for c, _ in got] == [c for c, _ in want]
+    for d, (got, want) in enumerate(zip(pruned_topk, dense_topk)):
+        assert same([c for c, _ in got], [c for c, _ in want], d)
     for p, q in pairs:
         assert q * (1 - ROUNDING) <= p <= q * (1 + bound + ROUNDING)
 
@@ -231,3 +259,132 @@ def test_flat_priors_over_many_classes_take_the_compiled_pass():
                      [f"c{i}" for i in range(600) for _ in range(1 + i % 3)])
     for query in ({"w3": 1.0}, {"zzz": 1.0}):
         assert_same_ranking(*paths(model, [query], 5))
+
+
+# -- a stated posterior tolerance (the service's posterior_tolerance): labels exact, posteriors within tau
+
+TOLERANCES = [0.3, 0.05, 1e-3, 1e-6]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs(), st.lists(st.tuples(wide_documents, st.integers(0, 39)), min_size=20, max_size=120),
+       st.lists(wide_documents, min_size=1, max_size=4), st.integers(1, 5), st.sampled_from(TOLERANCES),
+       st.sampled_from([None, 0.4]))
+def test_tolerance_keeps_labels_exact_and_posteriors_within_it(config, items, queries, k, tolerance, threshold):
+    """Up to 40 labels over 40 words, the public ``tolerance`` argument: the top-k labels (and the labels
+    above a threshold) are the dense pass's, and every emitted posterior ``p'`` satisfies
+    ``p <= p' <= p (1 + tau)`` against the dense ``p`` (up to the rounding of the sums)."""
+    spec, params, half_life, multilabel = config
+    model = MNB(spec, half_life=half_life, **params)
+    for i, (doc, label) in enumerate(items):
+        model.learn_one(doc, f"l{label}", ts=float(i), id=f"d{i}")
+    if k >= len(model.classes_):
+        return
+    assert_same_ranking(*paths(model, queries, k, threshold, 1, tolerance=tolerance), bound=tolerance)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs(), st.lists(ops, min_size=1, max_size=30), st.lists(documents, min_size=1, max_size=4),
+       st.integers(1, 4), st.sampled_from(TOLERANCES))
+def test_tolerance_under_updates_against_the_reference(config, op_list, queries, k, tolerance):
+    """learn / unlearn / forget / decay, then the tolerance path: labels exact, posteriors within tau of the
+    dense pass and of tests/reference.py (relative tau plus 1e-9 in log space)."""
+    model, reference = replay(config, op_list)
+    if not model.state.docs or k >= len(model.classes_):
+        return
+    pruned, pruned_topk, dense, dense_topk = paths(model, queries, k, None, 1, tolerance=tolerance)
+    assert_same_ranking(pruned, pruned_topk, dense, dense_topk, bound=tolerance)
+    classes = model.classes_
+    for query, got in zip(queries, pruned_topk):
+        expected = as_array(reference.log_posterior(query), classes, reference.multilabel)
+        for name, p in got:
+            gap = math.log(p) - expected[classes.index(name)]
+            assert -1e-9 <= gap <= math.log1p(tolerance) + 1e-9
+
+
+def test_tolerance_maps_to_the_margin_that_certifies_it():
+    """``margin = log N + log(1 + 1/tau)``: the left-out mass ``N e^-margin Z`` is ``Z tau / (1 + tau)``, so
+    ``p' / p - 1 <= tau`` exactly (a looser margin fails here); ``None`` is today's ``log N + 40``."""
+    for tau in (0.5, 0.05, 1e-3, 1e-6, 1e-12):
+        assert math.isclose(pruned_module.relative_bound(tau), tau, rel_tol=1e-9)
+        assert math.isclose(margin(100_000, tau), math.log(100_000) + math.log1p(1 / tau), rel_tol=1e-12)
+        assert margin(100_000, tau) < margin(100_000, tau / 2)
+    assert pruned_module.relative_bound(None) == RELATIVE_BOUND
+    assert margin(100_000, None) == margin(100_000)
+    assert math.isclose(pruned_module.tolerance_nats(RELATIVE_BOUND), pruned_module.MARGIN_NATS, rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1e-3, 1.0, 2.0, float("nan"), float("inf"), True, "0.1"])
+def test_a_bad_tolerance_is_refused_on_every_path(bad):
+    model = many_classes_model("u_jm", 16, beta=0.5)
+    for call in (lambda: model.rank_many([{"own1": 1.0}], 3, None, bad),
+                 lambda: model.predict_topk_many([{"own1": 1.0}], 3, bad)):
+        with pytest.raises(ValueError, match="posterior tolerance"):
+            call()
+
+
+def test_the_default_tolerance_is_the_exact_path():
+    """``tolerance=None`` is today's certified path: the same answers, bit for bit, as not passing one."""
+    n = max(mnb_module.PRUNED_TOPK_MIN_CLASSES, 1024)
+    model = many_classes_model("uc_pd_jm_dp", n, beta=0.3, mu=5.0, delta=0.5, ups=0.2)
+    queries = [{f"own{i}": 10.0 for i in (7, 11, 300, 301, 500, 900)} | {"common": 1.0}, {"own3": 2.0}]
+    assert model.predict_topk_many(queries, 5) == model.predict_topk_many(queries, 5, None)
+    a, b = model.rank_many(queries, 5), model.rank_many(queries, 5, None, None)
+    assert a.names == b.names and a.labels == b.labels and np.array_equal(a.probabilities, b.probabilities)
+
+
+@pytest.mark.parametrize("spec, params", [("u_jm", {"beta": 0.5}),
+                                          ("uc_pd_jm_dp", {"beta": 0.3, "mu": 5.0, "delta": 0.5, "ups": 0.2})])
+@pytest.mark.parametrize("nats_beyond", [3.0, 6.0])
+def test_tolerance_bound_is_tight_where_every_other_label_sits_at_the_margin(spec, params, nats_beyond):
+    """One label far ahead and N - 1 tied labels ``g`` nats behind, all in the list of the document's word:
+    their whole mass is what the margin can leave out. With ``tau`` whose margin lies 0.1 nats beyond
+    ``g`` they are kept (posteriors exact); with ``tau`` whose margin lies 0.1 nats short of ``g`` they are
+    left out and the top posterior's error is ``(N - 1) e^-g``: within ``tau`` and above half of it. A
+    margin looser by 0.2 nats leaves them out in the first case, above ``tau``: this test fails."""
+    n = 50
+    model = MNB(spec, **params)
+    model.learn_many([{"w": 6.0, "x": 1.0}] + [{"w": 1.0, f"o{i}": 6.0} for i in range(1, n)],
+                     [f"c{i}" for i in range(n)])
+    unit = model.predict_log_proba_many([{"w": 1.0}])[1][0]
+    assert np.allclose(unit[1:], unit[1])  # the N - 1 labels tie
+    weight = (math.log(n) + nats_beyond) / (unit[0] - unit[1])
+    query = [{"w": weight}]
+    log_post = model.predict_log_proba_many(query)[1][0]
+    gap = log_post[0] - log_post[1]
+    for shift, pruned_expected in ((0.1, False), (-0.1, True)):
+        nats = gap - math.log(n) + shift  # margin = log N + nats = gap + shift
+        tau = 1.0 / math.expm1(nats)  # log(1 + 1/tau) = nats
+        pruned, pruned_topk, dense, dense_topk = paths(model, query, 1, tolerance=tau)
+        assert_same_ranking(pruned, pruned_topk, dense, dense_topk, bound=tau)
+        error = pruned_topk[0][0][1] / dense_topk[0][0][1] - 1
+        if pruned_expected:
+            assert tau / 2 < error <= tau * (1 + ROUNDING)
+            assert math.isclose(error, (n - 1) * math.exp(-gap), rel_tol=1e-6)
+            # a label threshold between p and p' = p (1 + error): the output labels are still the dense pass's
+            threshold = dense_topk[0][0][1] * (1 + error / 2)
+            got, _, want, _ = paths(model, query, 1, threshold, tolerance=tau)
+            assert got.labels == want.labels == [[]]
+        else:
+            assert abs(error) < ROUNDING
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs(), st.lists(st.tuples(wide_documents, st.integers(0, 39)), min_size=20, max_size=120),
+       st.lists(wide_documents, min_size=1, max_size=4), st.integers(1, 5), st.sampled_from([None, 1e-3, 0.3]),
+       st.sampled_from([1, 3, 8]))
+def test_blocks_of_labels_without_postings_skip_only_what_cannot_reach(config, items, queries, k, tolerance,
+                                                                       block_size):
+    """Small blocks (``BLOCK_SIZE`` 1, 3, 8 over up to 40 labels) so that the per-block bound of the labels
+    without postings decides often: the labels and posteriors are still the dense pass's (within tau)."""
+    spec, params, half_life, multilabel = config
+    model = MNB(spec, half_life=half_life, **params)
+    for i, (doc, label) in enumerate(items):
+        model.learn_one(doc, f"l{label}", ts=float(i), id=f"d{i}")
+    if k >= len(model.classes_):
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pruned_module, "BLOCK_SIZE", block_size)
+        model._pruner = None  # block maxima cached per epoch and size
+        got = paths(model, queries, k, None, 1, tolerance=tolerance)
+    assert_same_ranking(*got, bound=pruned_module.relative_bound(tolerance))

@@ -132,7 +132,7 @@ class Scoring:
         # Per document: the top-k label names, their posteriors (one array row each) and the output labels.
         # A decision needs the spam posterior whatever its rank: then every class is ranked, and cut to top_k after.
         k = cfg.top_k if self.decision is None else max(cfg.top_k, len(model.class_names()[1]))
-        top_labels, top_p, labels = (model.rank_many(docs, k, cfg.label_threshold) if valid
+        top_labels, top_p, labels = (model.rank_many(docs, k, cfg.label_threshold, cfg.posterior_tolerance) if valid
                                      else ([], np.empty((0, 0)), []))
         decisions = None
         if self.decision is not None and valid:

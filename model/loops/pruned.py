@@ -104,10 +104,33 @@ def exact_matched(c, terms, weights, starts, lengths, posting_class, posting_wei
 
 
 @njit(cache=True, nogil=True)
+def block_maxima(active, log_prior, log_a, size, block_prior, block_log_a):  # pragma: no cover - compiled
+    """Per block of ``size`` consecutive ``active`` classes: the largest ``theta log p(l)`` and ``log a_l``.
+
+    ``block_prior[b] + |w|_1 block_log_a[b] + S`` bounds the score of every class of block ``b`` that
+    meets none of the document's terms (``|w|_1 >= 0``); ids follow first sight, so with labels seen
+    largest first a block holds labels of similar size, prior and ``a_l``.
+    """
+    n = active.shape[0]
+    for b in range((n + size - 1) // size):
+        best_prior = -np.inf
+        best_log_a = -np.inf
+        for j in range(b * size, min(n, (b + 1) * size)):
+            c = active[j]
+            if log_prior[c] > best_prior:
+                best_prior = log_prior[c]
+            if log_a[c] > best_log_a:
+                best_log_a = log_a[c]
+        block_prior[b] = best_prior
+        block_log_a[b] = best_log_a
+
+
+@njit(cache=True, nogil=True)
 def pruned_candidates(terms, weights, log_background, starts, lengths, posting_class, posting_weight, term_max,
                       log_prior, log_a, prior_max, log_a_max, margin, k, budget, constant_a, massless, power_of,
-                      power_total, inv_power_scale, log_constant, active, acc, marked, touched, chosen, cand_ids,
-                      cand_scores, top_ids, top_scores):  # pragma: no cover - compiled
+                      power_total, inv_power_scale, log_constant, active, block_size, block_prior, block_log_a, acc,
+                      marked, touched, chosen, cand_ids, cand_scores, top_ids,
+                      top_scores):  # pragma: no cover - compiled
     """One document: exact scores of every class that may reach the threshold (MaxScore, term at a time).
 
     Terms are taken by decreasing upper bound ``u_n = w_n max_l w(l, n)``. While the
@@ -122,8 +145,10 @@ def pruned_candidates(terms, weights, log_background, starts, lengths, posting_c
     When ``a_l`` is not ``constant_a`` and the bound of the classes never met does not
     rule them out, they are settled one by one: a compiled pass over the ``active``
     labels (their score is ``base(l) + S``; no postings, no ``exp``) keeps those that
-    reach the threshold. The dense pass instead (:func:`dense_topk`, in this call): when
-    the next list could take the classes met past ``budget``, or the candidates pass it
+    reach the threshold, skipping each block of ``block_size`` labels whose bound
+    (:func:`block_maxima`: ``block_prior + |w|_1 block_log_a + S``) is below it.
+    The dense pass instead (:func:`dense_topk`, in this call): when the next list
+    could take the classes met past ``budget``, or the candidates pass it
     (pruning cannot pay: the certified margin keeps most labels; at most ``budget``
     postings or classes were read in vain). Then ``cand_ids/cand_scores[:candidates]``
     are every ``active`` class and its log posterior, ``top_ids/top_scores`` the best ``k``.
@@ -224,9 +249,14 @@ def pruned_candidates(terms, weights, log_background, starts, lengths, posting_c
         for i in range(n_cand):
             n_top = _offer(cand_ids[i], cand_scores[i], top_ids, top_scores, n_top, k)
         theta = _threshold(top_scores, n_top, k, margin)
-        for j in range(active.shape[0]):  # one compiled pass over the labels, no postings, no exp
-            c = active[j]
-            if not marked[c]:
+        n_active = active.shape[0]
+        for b in range(block_prior.shape[0]):  # one compiled pass over the labels, no postings, no exp
+            if ((block_prior[b] + length * block_log_a[b]) + smooth) + slack < theta:
+                continue  # no class of this block without postings reaches the threshold
+            for j in range(b * block_size, min(n_active, (b + 1) * block_size)):
+                c = active[j]
+                if marked[c]:
+                    continue
                 score = ((log_prior[c] + length * log_a[c]) + smooth) + 0.0
                 if score + slack >= theta:
                     if n_cand >= budget:  # most labels are within the margin: the dense pass pays
