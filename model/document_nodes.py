@@ -192,6 +192,26 @@ class DocumentNodes:
         self.post_fill[term] = need
         self.weight_epoch[term] = -1
 
+    def _append_one_each(self, terms: np.ndarray, node: int, counts: np.ndarray) -> None:
+        """:meth:`_append_postings` of one posting to each of the distinct ``terms`` (one learned node):
+        the per-term work is two scalar stores, the rest is done once for all terms (learning a
+        message appends to hundreds of lists)."""
+        post_node, post_count = self.post_node, self.post_count
+        fills = self.post_fill[terms]
+        for term, fill, count in zip(terms.tolist(), fills.tolist(), counts.tolist()):
+            node_array = post_node[term]
+            if fill >= len(node_array):
+                if fill:
+                    self._append_postings(term, np.array([node], dtype=np.int32), np.array([count]))
+                    continue
+                # a new list (most of a message's terms are new bigrams): the first capacity _append_postings gives
+                node_array = post_node[term] = np.empty(4, dtype=np.int32)
+                post_count[term] = np.empty(4)
+            node_array[fill] = node
+            post_count[term][fill] = count
+        self.post_fill[terms] = fills + 1
+        self.weight_epoch[terms] = -1
+
     # ------------------------------------------------------------ adding and removing documents
     def documents_added(self, state: CountState, items: Sequence[tuple], records: list[DocRecord | None]) -> None:
         """The state's :class:`model.state.DocumentObserver` hook: nodes for what a batch learned."""
@@ -272,8 +292,7 @@ class DocumentNodes:
         self._reserve_terms(int(terms.max()) + 1)
         self.live_postings += len(terms)
         if len(batch_terms) == 1:  # one node: its terms are distinct
-            for position, term in enumerate(terms.tolist()):
-                self._append_postings(term, nodes[position : position + 1], counts[position : position + 1])
+            self._append_one_each(terms, int(nodes[0]), counts)
             return
         order = np.argsort(terms, kind="stable")
         terms, nodes, counts = terms[order], nodes[order], counts[order]
@@ -364,17 +383,16 @@ class DocumentNodes:
     # ------------------------------------------------------------ posting weights (computed by the model)
     def drop_dead_postings(self, terms: np.ndarray) -> None:
         """Drop the postings of removed nodes from the lists of ``terms`` (before their weights are computed)."""
-        for term in terms.tolist():
-            if self.post_dead[term]:
-                self._compact_term(term)
+        for term in terms[self.post_dead[terms] != 0].tolist():
+            self._compact_term(term)
 
     def store_weights(self, terms: list[int], nodes: np.ndarray | None, weights: np.ndarray | None,
                       fills: np.ndarray, epoch: int) -> None:
         """Keep the postings' nodes and weights ``v_i(n)`` of ``terms`` for ``epoch`` (concatenated, ``fills``
         per term, nodes ascending within a term; ``None``: no postings) and each term's largest weight."""
-        for term in terms:
-            self._release_cached(term)
-        self.weight_epoch[terms] = epoch
+        term_array = np.asarray(terms, dtype=np.int64)
+        self._release_cached_many(term_array)
+        self.weight_epoch[term_array] = epoch
         if weights is None or not len(weights):
             return
         total = len(weights)
@@ -385,7 +403,6 @@ class DocumentNodes:
         self.cache_used += total
         self.cache_live += total
         ends = np.cumsum(fills)
-        term_array = np.asarray(terms, dtype=np.int64)
         self.cache_start[term_array] = at + ends - fills
         self.cache_len[term_array] = fills
         bounds = np.zeros(len(terms))
@@ -399,6 +416,15 @@ class DocumentNodes:
             self.cache_live -= int(self.cache_len[term])
             self.cache_len[term] = 0
             self.term_bound[term] = 0.0
+
+    def _release_cached_many(self, terms: np.ndarray) -> None:
+        """:meth:`_release_cached` of every term of ``terms`` (repeats allowed), in a few array operations."""
+        inside = terms[terms < len(self.cache_len)]
+        held = np.unique(inside[self.cache_len[inside] != 0])
+        if len(held):
+            self.cache_live -= int(self.cache_len[held].sum())
+            self.cache_len[held] = 0
+            self.term_bound[held] = 0.0
 
     def _reserve_cache(self, need: int) -> None:
         """Room for ``need`` more cached postings: compact (copy the live regions) once more than half is

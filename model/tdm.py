@@ -212,8 +212,9 @@ class TDM(GenerativeTextModel):
         if not fills.sum():
             nodes_table.store_weights(term_list, None, None, fills, state.epoch)
             return
-        nodes = np.concatenate([nodes_table.post_node[t][: nodes_table.post_fill[t]] for t in term_list])
-        counts = np.concatenate([nodes_table.post_count[t][: nodes_table.post_fill[t]] for t in term_list])
+        post_node, post_count = nodes_table.post_node, nodes_table.post_count
+        nodes = np.concatenate([post_node[t][:f] for t, f in zip(term_list, fills.tolist())])
+        counts = np.concatenate([post_count[t][:f] for t, f in zip(term_list, fills.tolist())])
         owner = np.repeat(np.arange(len(terms)), fills)
         classes = nodes_table.node_class[nodes].astype(np.int64)
         derived = labels.class_terms(state)
