@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from .arrays import grow
-from .loops.node_postings import append_runs
+from .loops.node_postings import append_runs, store_cached
 from .smoothing import Smoothing, log_smoothing_weight
 from .state import CountState, DocRecord
 
@@ -418,18 +418,13 @@ class DocumentNodes:
         self._reserve_cache(total)  # may move the kept regions: their starts are read after it
         at = self.cache_used
         starts = np.where(reuse, self.cache_start[term_array], at + np.cumsum(new_caps) - new_caps)
-        ends = np.cumsum(fills)
-        target = np.repeat(starts - (ends - fills), fills) + np.arange(len(weights))
-        self.cache_node[target] = nodes
-        self.cache_weight[target] = weights
+        bounds = np.empty(len(term_array))
+        store_cached(starts, fills, nodes, weights, self.cache_node, self.cache_weight, bounds)
         self.cache_used += total
         self.cache_live += total
         self.cache_start[term_array] = starts
         self.cache_len[term_array] = fills
         self.cache_cap[term_array] = np.where(reuse, caps, new_caps)
-        bounds = np.zeros(len(terms))
-        has = fills > 0
-        bounds[has] = np.maximum.reduceat(weights, (ends - fills)[has])
         self.term_bound[term_array] = bounds
         self.weights_recomputed += len(terms)
 

@@ -91,3 +91,22 @@ def node_posting_ratios(terms, post_start, post_fill, arena_node, arena_count, n
             out_node[k] = node
             ratio[k] = kept / ((kernel_mu + node_discount[node]) * label_prob)
             k += 1
+
+
+@njit(cache=True, nogil=True)
+def store_cached(starts, fills, nodes, weights, cache_node, cache_weight, bounds):  # pragma: no cover - compiled
+    """Copy the ``k``-th term's run of ``nodes``/``weights`` (the next ``fills[k]``) to ``cache_*[starts[k]:]``
+    and its largest weight to ``bounds[k]`` (0 for an empty run; NaN propagates, as ``np.maximum`` does)."""
+    p = 0
+    for k in range(fills.shape[0]):
+        at = starts[k]
+        n = fills[k]
+        bound = weights[p] if n > 0 else 0.0
+        for i in range(n):
+            w = weights[p + i]
+            cache_node[at + i] = nodes[p + i]
+            cache_weight[at + i] = w
+            if w > bound or w != w:
+                bound = w
+        bounds[k] = bound
+        p += n
