@@ -1,6 +1,6 @@
 """Compiled loops of TDM's document postings (:class:`model.document_nodes.DocumentNodes`): appending
-to the per-term regions of the posting arena, and the lazy posting weights
-(:meth:`model.tdm.TDM._build_document_weights`).
+to the per-term regions of the posting arena, the lazy posting weights
+(:meth:`model.tdm.TDM._build_document_weights`) and their copy to the weight cache.
 
 Per posting ``(node i, c_i(n))`` of a term ``n``, the ratio whose ``log1p`` is the weight ``v_i(n)``::
 
