@@ -5,13 +5,14 @@
 What a live stream costs the model: for every document of a real dataset, in
 the prequential order docs/RESULTS.md uses (spamassassin by ``ts``, enron-spam
 shuffled with seed 0), score it (``predict_proba_one`` on its text), then learn
-it (``learn_one`` with its id and labels). The configurations are the ones
-docs/RESULTS.md chose for these streams:
+it (``learn_one`` with its id and labels).
 
-* spamassassin: ``uc_jm_dp_ps`` with word bigrams, beta=0.651882 mu=128.702
-  theta=0.494594 ups=0;
-* enron-spam: ``uc_pd_jm_dp_ps`` (words), beta=0.01 delta=0.389302 mu=0.1
-  theta=1.81429 ups=0.
+The configurations are read from docs/RESULTS.md (:func:`page_choices`): the
+dataset's prequential section names ours, the candidate its dev rule chose (the
+row marked ✓), and the page's ``sgm eval`` line for it gives the parameters at
+full precision and the stream order. When the chosen candidate is a TDM, the
+MNB candidate with the best dev score is measured too (the cheapest exact
+alternative on the page). Every configuration run is printed with its spec.
 
 In the same run, River 0.26's ``naive_bayes.MultinomialNB`` (alpha=0.1, as in
 bench/peers.py) does the same ``predict_proba_one`` + ``learn_one``:
@@ -27,8 +28,7 @@ bench/peers.py) does the same ``predict_proba_one`` + ``learn_one``:
 
 Times are process CPU times (other work on this shared machine does not
 inflate them); documents/s = documents / (CPU seconds of learn + score).
-Accuracy of each system is printed as a sanity check (ours must match
-docs/RESULTS.md's prequential accuracy on the full stream).
+Accuracy of each system is printed as a sanity check.
 """
 from __future__ import annotations
 
@@ -36,24 +36,91 @@ import argparse
 import gc
 import importlib.util
 import json
+import re
+import shlex
 import sys
 import time
 import types
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
-from sgm.model import MNB
+from sgm.model import build_model
 from sgm.model.text import Tokenizer
 from sgm.stream.datasets import load_jsonl
 from sgm.consumers.evaluation.harness import stream_order
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+RESULTS = REPO / "docs" / "RESULTS.md"
+DATASETS = ("spamassassin", "enron-spam")
 
-#: dataset -> (spec, params, ngrams, shuffle seed): docs/RESULTS.md's choices for these streams.
-CONFIGS = {
-    "spamassassin": ("uc_jm_dp_ps", {"beta": 0.651882, "mu": 128.702, "theta": 0.494594, "ups": 0.0}, 2, None),
-    "enron-spam": ("uc_pd_jm_dp_ps", {"beta": 0.01, "delta": 0.389302, "mu": 0.1, "theta": 1.81429, "ups": 0.0}, 1, 0),
-}
+
+@dataclass(frozen=True)
+class Choice:
+    """One configuration of ours as docs/RESULTS.md states it."""
+
+    role: str  # "chosen" (the page's dev choice) or "best MNB" (beside a chosen TDM)
+    spec: str
+    params: dict
+    ngrams: int
+    binary: bool
+    shuffle: int | None  # the stream order: a seeded shuffle, or None for ts order
+
+    @property
+    def label(self) -> str:
+        return self.spec + (" +bigrams" if self.ngrams == 2 else "") + (" +binary" if self.binary else "")
+
+    def build(self):
+        tokenizer = {"ngrams": self.ngrams, **({"binary": True} if self.binary else {})}
+        return build_model({"model": self.spec, "params": self.params, "tokenizer": tokenizer})
+
+
+def page_choices(name: str, page: str | None = None) -> list[Choice]:
+    """The configurations of ours docs/RESULTS.md states for the prequential stream ``name``.
+
+    The page's ``### name — prequential`` section lists our candidates as ``**sgm SPEC [+bigrams]
+    [+binary]**`` rows (the dev choice marked ✓, the dev 1-ROCA% in the third column); its
+    Reproduce block has one ``sgm eval`` line per candidate with the parameters at full
+    precision. Returns the chosen one, and when it is a TDM also the MNB with the best dev score
+    (tests/test_prequential_bench.py).
+    """
+    page = RESULTS.read_text(encoding="utf-8") if page is None else page
+    match = re.search(rf"^### {re.escape(name)} — prequential$(.*?)(?=^### |\Z)", page, re.M | re.S)
+    if match is None:
+        raise ValueError(f"docs/RESULTS.md has no prequential section for {name}")
+    section = match.group(1)
+    rows = []  # (label, chosen, dev)
+    for line in section.splitlines():
+        row = re.match(r"^\| \*\*sgm ([^*]+)\*\*( ✓)? \|[^|]*\| ([^|]+) \|", line)
+        if row:
+            rows.append((row.group(1).strip(), bool(row.group(2)), float(row.group(3))))
+    chosen = [r for r in rows if r[1]]
+    if len(chosen) != 1:
+        raise ValueError(f"docs/RESULTS.md: expected one chosen (✓) candidate for {name}, found {len(chosen)}")
+    wanted = [("chosen", chosen[0][0])]
+    if chosen[0][0].startswith("tdm_"):
+        mnb = [r for r in rows if not r[0].startswith("tdm_")]
+        if mnb:  # dev 1-ROCA%: lower is better
+            wanted.append(("best MNB", min(mnb, key=lambda r: r[2])[0]))
+    out = []
+    for role, label in wanted:
+        spec, *flags = label.split()
+        ngrams, binary = (2 if "+bigrams" in flags else 1), "+binary" in flags
+        for line in section.splitlines():
+            if not line.startswith("sgm eval "):
+                continue
+            args = shlex.split(line)
+            if (args[args.index("--model") + 1] != spec or ("--ngrams" in args) != (ngrams == 2)
+                    or ("--binary" in args) != binary):
+                continue
+            params = dict(a.split("=", 1) for i, a in enumerate(args) if i and args[i - 1] == "--param")
+            shuffle = int(args[args.index("--shuffle") + 1]) if "--shuffle" in args else None
+            out.append(Choice(role, spec, {k: float(v) for k, v in params.items()}, ngrams, binary, shuffle))
+            break
+        else:
+            raise ValueError(f"docs/RESULTS.md: no sgm eval line for {name} {label}")
+    return out
 
 
 def river_bag_of_words():
@@ -71,8 +138,8 @@ def river_bag_of_words():
     return module.BagOfWords
 
 
-def run_ours(stream, spec: str, params: dict, ngrams: int) -> dict:
-    model = MNB(spec, tokenizer=Tokenizer(ngrams=ngrams), **params)
+def run_ours(stream, choice: Choice) -> dict:
+    model = choice.build()
     learn = score = 0.0
     correct = 0
     clock = time.process_time
@@ -86,15 +153,16 @@ def run_ours(stream, spec: str, params: dict, ngrams: int) -> dict:
         model.learn_one(doc.text, doc.labels, ts=doc.ts, id=doc.id)
         learn += clock() - t
     n = len(stream)
-    return {"docs": n, "learn_s": learn, "score_s": score, "docs_per_s": n / (learn + score),
-            "learn_per_s": n / learn, "score_per_s": n / max(score, 1e-12), "accuracy": correct / max(n - 1, 1),
+    return {"spec": choice.label, "role": choice.role, "params": choice.params, "docs": n, "learn_s": learn,
+            "score_s": score, "docs_per_s": n / (learn + score), "learn_per_s": n / learn,
+            "score_per_s": n / max(score, 1e-12), "accuracy": correct / max(n - 1, 1),
             "entries": model.state.n_entries, "terms": len(model.state.terms)}
 
 
-def warm_up(stream, spec: str, params: dict, ngrams: int) -> None:
+def warm_up(stream, choice: Choice) -> None:
     """Load every compiled kernel the run uses (numba's cache: first-call cost is issue #18's cold start,
     measured apart), on a throwaway model over the stream's first documents, scored then learned."""
-    model = MNB(spec, tokenizer=Tokenizer(ngrams=ngrams), **params)
+    model = choice.build()
     for doc in stream:
         if len(model):
             model.predict_proba_one(doc.text)
@@ -126,28 +194,36 @@ def run_river(stream, featurize) -> dict:
 
 
 def measure(name: str, limit: int | None) -> dict:
-    spec, params, ngrams, seed = CONFIGS[name]
+    choices = page_choices(name)
+    if len({c.shuffle for c in choices}) != 1:
+        raise ValueError(f"{name}: the page's candidates differ in stream order")
     docs = [d for d in load_jsonl(DATA / f"{name}.jsonl.gz") if d.labels]
-    stream = stream_order(docs, seed)[:limit]
-    warm_up(stream[:300], spec, params, ngrams)
-    gc.collect()
-    ours = run_ours(stream, spec, params, ngrams)
-    bag = river_bag_of_words()(ngram_range=(1, ngrams))
-    gc.collect()
-    river_own = run_river(stream, bag.transform_one)
-    tokens = Tokenizer(ngrams=ngrams).tokens
-    gc.collect()
-    river_ours = run_river(stream, lambda text: dict(Counter(tokens(text))))
+    stream = stream_order(docs, choices[0].shuffle)[:limit]
+    ours = []
+    for choice in choices:
+        warm_up(stream[:300], choice)
+        gc.collect()
+        ours.append(run_ours(stream, choice))
+    river = {}  # n-gram range -> (River with its BagOfWords, River on our tokenizer)
+    for ngrams in sorted({c.ngrams for c in choices}):
+        bag = river_bag_of_words()(ngram_range=(1, ngrams))
+        gc.collect()
+        river_own = run_river(stream, bag.transform_one)
+        tokens = Tokenizer(ngrams=ngrams).tokens
+        gc.collect()
+        river_ours = run_river(stream, lambda text: dict(Counter(tokens(text))))
+        river[ngrams] = {"ngrams": ngrams, "river_own_tokenizer": river_own, "river_our_tokenizer": river_ours}
+    for o, choice in zip(ours, choices):
+        peer = river[choice.ngrams]
+        o["ratio_headline"] = o["docs_per_s"] / peer["river_own_tokenizer"]["docs_per_s"]
+        o["ratio_our_tokenizer"] = o["docs_per_s"] / peer["river_our_tokenizer"]["docs_per_s"]
     words = sum(len(d.text.split()) for d in stream) / len(stream)
-    return {"data": name, "spec": spec, "params": params, "ngrams": ngrams, "words_per_doc": words, "ours": ours,
-            "river_own_tokenizer": river_own, "river_our_tokenizer": river_ours,
-            "ratio_headline": ours["docs_per_s"] / river_own["docs_per_s"],
-            "ratio_our_tokenizer": ours["docs_per_s"] / river_ours["docs_per_s"]}
+    return {"data": name, "docs": len(stream), "words_per_doc": words, "ours": ours, "river": list(river.values())}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--data", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     parser.add_argument("--limit", type=int, default=None, help="first N documents of each stream (default all)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
@@ -155,12 +231,16 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.data:
         r = measure(name, args.limit)
         results.append(r)
-        o, ro, rt = r["ours"], r["river_own_tokenizer"], r["river_our_tokenizer"]
-        print(f"{name} ({r['docs'] if 'docs' in r else o['docs']} docs, {r['words_per_doc']:.0f} words/doc, {r['spec']}"
-              f"{' + bigrams' if r['ngrams'] == 2 else ''}): ours {o['docs_per_s']:,.0f} docs/s (learn "
-              f"{o['learn_per_s']:,.0f}/s, score {o['score_per_s']:,.0f}/s, accuracy {o['accuracy']:.4f}) | River "
-              f"BagOfWords {ro['docs_per_s']:,.0f} docs/s (accuracy {ro['accuracy']:.4f}) -> {r['ratio_headline']:.1f}x "
-              f"| River on our tokenizer {rt['docs_per_s']:,.0f} docs/s -> {r['ratio_our_tokenizer']:.1f}x", flush=True)
+        print(f"{name} ({r['docs']} docs, {r['words_per_doc']:.0f} words/doc)", flush=True)
+        for peer in r["river"]:
+            ro, rt = peer["river_own_tokenizer"], peer["river_our_tokenizer"]
+            print(f"  River MultinomialNB, n-grams 1-{peer['ngrams']}: own BagOfWords {ro['docs_per_s']:,.0f} docs/s "
+                  f"(accuracy {ro['accuracy']:.4f}), on our tokenizer {rt['docs_per_s']:,.0f} docs/s", flush=True)
+        for o in r["ours"]:
+            print(f"  ours {o['role']} {o['spec']}: {o['docs_per_s']:,.0f} docs/s (learn {o['learn_per_s']:,.0f}/s, "
+                  f"score {o['score_per_s']:,.0f}/s, accuracy {o['accuracy']:.4f}) -> {o['ratio_headline']:.1f}x "
+                  f"River BagOfWords, {o['ratio_our_tokenizer']:.1f}x River on our tokenizer (same n-grams)",
+                  flush=True)
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(results, handle, indent=2)

@@ -102,12 +102,11 @@ class DenseReference:
         n_terms = len(nodes.post_fill)
         rows, cols, counts = [], [], []
         for term in np.flatnonzero(nodes.post_fill).tolist():
-            fill = int(nodes.post_fill[term])
-            ids = nodes.post_node[term][:fill]
+            ids, term_counts = nodes.term_postings(term)
             alive = nodes.node_alive[ids]
             rows.append(np.full(int(alive.sum()), term))
             cols.append(position[ids[alive]])
-            counts.append(nodes.post_count[term][:fill][alive])
+            counts.append(term_counts[alive])
         rows, cols, counts = np.concatenate(rows), np.concatenate(cols), np.concatenate(counts)
         kept = counts - nodes.smoothing.discount(counts, nodes.values)
         own = kept / (nodes.smoothing.mu + nodes.node_length[order][cols])  # (1 - a_i) pu_i(n)

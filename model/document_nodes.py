@@ -20,12 +20,11 @@ from typing import Sequence
 import numpy as np
 
 from .arrays import grow
+from .loops.node_postings import append_runs, store_cached
 from .smoothing import Smoothing, log_smoothing_weight
 from .state import CountState, DocRecord
 
-_EMPTY_NODES = np.zeros(0, dtype=np.int32)
 _EMPTY_FLOATS = np.zeros(0)
-
 
 class MissingLengthsError(ValueError):
     """A TF-IDF weighted TDM was restored without its document lengths (its extra state)."""
@@ -55,11 +54,16 @@ class DocumentNodes:
     documents holding it, in a growable array; removed nodes stay in the
     arrays (marked dead) until the term is next read, and node ids are never
     reused until a full compaction renumbers them, so a dead id can never be
-    mistaken for a live one.
+    mistaken for a live one. The postings of all terms live in one arena (term
+    ``t`` owns ``post_node``/``post_count[post_start[t]:][:post_cap[t]]``, the
+    first ``post_fill[t]`` used, nodes ascending): appending is one compiled
+    loop and the compiled weight step reads the regions in place.
     """
 
     #: Renumber nodes once more than this many (and more than the live ones) are dead.
     compact_after = 1024
+    #: Repack the posting arena once more than this many slots (and half of it) are garbage.
+    repack_after = 1 << 16
 
     def __init__(self, smoothing: Smoothing, state: CountState) -> None:
         self.smoothing = smoothing  # the kernels' discounts K_i(n) and mass kmu
@@ -78,11 +82,15 @@ class DocumentNodes:
         self.live_nodes = 0
         self.doc_nodes: dict[str, tuple[DocRecord, tuple[int, ...], float]] = {}
         self.class_nodes: list[set[int]] = []
-        # postings by term id
-        self.post_node: list[np.ndarray] = []
-        self.post_count: list[np.ndarray] = []
+        # postings by term id: regions of one arena (moved to its end when full; the old one is garbage)
+        self.post_node = np.zeros(0, dtype=np.int32)
+        self.post_count = np.zeros(0)
+        self.post_start = np.zeros(0, dtype=np.int64)
+        self.post_cap = np.zeros(0, dtype=np.int64)
         self.post_fill = np.zeros(0, dtype=np.int64)
         self.post_dead = np.zeros(0, dtype=np.int64)
+        self.post_used = 0  # the arena's high-water mark
+        self.post_garbage = 0  # arena slots no region owns
         self.live_postings = 0
         # derived: posting weights v per term (valid for one state epoch) in one flat cache that the
         # compiled scoring loop reads (term t: nodes and weights at cache_start[t], cache_len[t] of them,
@@ -90,6 +98,7 @@ class DocumentNodes:
         self.weight_epoch = np.full(0, -1, dtype=np.int64)
         self.cache_start = np.zeros(0, dtype=np.int64)
         self.cache_len = np.zeros(0, dtype=np.int64)
+        self.cache_cap = np.zeros(0, dtype=np.int64)  # slots each region owns (a list may grow into them)
         self.term_bound = np.zeros(0)
         self.cache_node = np.zeros(0, dtype=np.int32)
         self.cache_weight = np.zeros(0)
@@ -106,6 +115,7 @@ class DocumentNodes:
         self.counters = np.zeros(7, dtype=np.int64)  # what scoring read and skipped (model.loops.mixture.COUNTERS)
         self._scratch = (np.zeros(0), np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.int32))
         self.compactions = 0
+        self.repacks = 0  # of the posting arena
         self.missing_lengths = False  # restored without extra_state(): unusable until it is given
 
     # ------------------------------------------------------------ kernel constants
@@ -157,15 +167,14 @@ class DocumentNodes:
             old = len(self.weight_epoch)
             self.post_fill = grow(self.post_fill, size)
             self.post_dead = grow(self.post_dead, size)
+            self.post_start = grow(self.post_start, size)
+            self.post_cap = grow(self.post_cap, size)
             self.weight_epoch = grow(self.weight_epoch, size)
             self.weight_epoch[old:] = -1
             self.cache_start = grow(self.cache_start, size)
             self.cache_len = grow(self.cache_len, size)
+            self.cache_cap = grow(self.cache_cap, size)
             self.term_bound = grow(self.term_bound, size)
-        extra = len(self.post_fill) - len(self.post_node)
-        if extra > 0:
-            self.post_node.extend([_EMPTY_NODES] * extra)
-            self.post_count.extend([_EMPTY_FLOATS] * extra)
 
     def _reserve_classes(self, size: int) -> None:
         while len(self.class_nodes) < size:
@@ -175,22 +184,49 @@ class DocumentNodes:
             self.class_log_total = grow(self.class_log_total, size)
             self.class_log_total[old:] = -np.inf
 
-    def _append_postings(self, term: int, nodes: np.ndarray, counts: np.ndarray) -> None:
-        fill = int(self.post_fill[term])
-        need = fill + len(nodes)
-        node_array = self.post_node[term]
-        if need > len(node_array):
-            size = max(need, 2 * len(node_array), 4)
-            bigger_nodes = np.empty(size, dtype=np.int32)
-            bigger_nodes[:fill] = node_array[:fill]
-            bigger_counts = np.empty(size)
-            bigger_counts[:fill] = self.post_count[term][:fill]
-            self.post_node[term], self.post_count[term] = bigger_nodes, bigger_counts
-            node_array = bigger_nodes
-        node_array[fill:need] = nodes
-        self.post_count[term][fill:need] = counts
-        self.post_fill[term] = need
-        self.weight_epoch[term] = -1
+    def term_postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+        """Views of the nodes (ascending, dead ones included until the term is next read) and counts of a term."""
+        start, fill = int(self.post_start[term]), int(self.post_fill[term])
+        return self.post_node[start : start + fill], self.post_count[start : start + fill]
+
+    def posting_index(self, terms: np.ndarray) -> np.ndarray:
+        """Arena positions of the postings of ``terms``, concatenated in order."""
+        fills = self.post_fill[terms]
+        ends = np.cumsum(fills)
+        return np.repeat(self.post_start[terms] - (ends - fills), fills) + np.arange(int(ends[-1]) if len(ends) else 0)
+
+    def _append_runs(self, run_terms: np.ndarray, run_bounds: np.ndarray, nodes: np.ndarray,
+                     counts: np.ndarray) -> None:
+        """Append ``nodes[run_bounds[r]:run_bounds[r + 1]]`` and their counts to the postings of ``run_terms[r]``
+        (distinct terms), in one compiled loop after making room for every region that must move."""
+        fills, caps = self.post_fill[run_terms], self.post_cap[run_terms]
+        need = fills + np.diff(run_bounds)
+        moving = need > caps
+        room = self.post_used + int(np.maximum(np.maximum(need, 2 * caps), 4)[moving].sum())
+        if room > len(self.post_node):
+            self.post_node = grow(self.post_node, room)
+            self.post_count = grow(self.post_count, len(self.post_node))
+        self.post_garbage += int(caps[moving].sum())
+        self.post_used = append_runs(run_terms, run_bounds, nodes, counts, self.post_start, self.post_cap,
+                                     self.post_fill, self.post_node, self.post_count, self.post_used)
+        self.weight_epoch[run_terms] = -1
+        if self.post_garbage > max(self.repack_after, self.post_used // 2):
+            self._repack()
+
+    def _repack(self) -> None:
+        """Copy every region to a fresh arena, each with capacity ``max(4, fill)`` (drops the garbage)."""
+        terms = np.flatnonzero(self.post_cap)
+        index = self.posting_index(terms)
+        fills = self.post_fill[terms]
+        caps = np.maximum(fills, 4)
+        starts = np.cumsum(caps) - caps
+        target = np.repeat(starts - (np.cumsum(fills) - fills), fills) + np.arange(len(index))
+        node, count = np.zeros(max(int(caps.sum()), 16), dtype=np.int32), np.zeros(max(int(caps.sum()), 16))
+        node[target], count[target] = self.post_node[index], self.post_count[index]
+        self.post_node, self.post_count = node, count
+        self.post_start[terms], self.post_cap[terms] = starts, caps
+        self.post_used, self.post_garbage = int(caps.sum()), 0
+        self.repacks += 1
 
     # ------------------------------------------------------------ adding and removing documents
     def documents_added(self, state: CountState, items: Sequence[tuple], records: list[DocRecord | None]) -> None:
@@ -271,17 +307,14 @@ class DocumentNodes:
         counts = np.concatenate(batch_counts)
         self._reserve_terms(int(terms.max()) + 1)
         self.live_postings += len(terms)
-        if len(batch_terms) == 1:  # one node: its terms are distinct
-            for position, term in enumerate(terms.tolist()):
-                self._append_postings(term, nodes[position : position + 1], counts[position : position + 1])
+        terms = terms.astype(np.int64, copy=False)
+        if len(batch_terms) == 1:  # one node: its terms are distinct, one posting each
+            self._append_runs(terms, np.arange(len(terms) + 1), nodes, counts)
             return
-        order = np.argsort(terms, kind="stable")
+        order = np.argsort(terms, kind="stable")  # each term's postings in node order (nodes ascend in the batch)
         terms, nodes, counts = terms[order], nodes[order], counts[order]
         distinct, first = np.unique(terms, return_index=True)
-        bounds = np.append(first, len(terms)).tolist()
-        for k, term in enumerate(distinct.tolist()):
-            lo, hi = bounds[k], bounds[k + 1]
-            self._append_postings(term, nodes[lo:hi], counts[lo:hi])
+        self._append_runs(distinct, np.append(first, len(terms)), nodes, counts)
 
     def remove(self, state: CountState, doc_id: str) -> None:
         """Forget the nodes of a document the state no longer holds."""
@@ -315,20 +348,18 @@ class DocumentNodes:
         return record.terms[record.weights > 0] if length > 0 else record.terms[:0]
 
     def _clear_term(self, term: int) -> None:
-        self.post_node[term] = _EMPTY_NODES
-        self.post_count[term] = _EMPTY_FLOATS
+        self.post_garbage += int(self.post_cap[term])
+        self.post_start[term] = self.post_cap[term] = 0
         self.post_fill[term] = 0
         self.post_dead[term] = 0
         self.weight_epoch[term] = -1
         self._release_cached(term)
 
     def _compact_term(self, term: int) -> None:
-        fill = int(self.post_fill[term])
-        nodes = self.post_node[term][:fill]
+        nodes, counts = self.term_postings(term)
         keep = self.node_alive[nodes]
         kept = int(keep.sum())
-        self.post_node[term] = nodes[keep].copy()
-        self.post_count[term] = self.post_count[term][:fill][keep].copy()
+        nodes[:kept], counts[:kept] = nodes[keep], counts[keep]  # the masks copy before the writes
         self.post_fill[term] = kept
         self.post_dead[term] = 0
 
@@ -339,9 +370,8 @@ class DocumentNodes:
         live = np.flatnonzero(self.node_alive[: self.n_nodes])
         renumber = np.full(max(self.n_nodes, 1), -1, dtype=np.int32)
         renumber[live] = np.arange(len(live), dtype=np.int32)
-        for term in np.flatnonzero(self.post_fill).tolist():
-            fill = int(self.post_fill[term])
-            self.post_node[term][:fill] = renumber[self.post_node[term][:fill]]
+        index = self.posting_index(np.flatnonzero(self.post_fill))
+        self.post_node[index] = renumber[self.post_node[index]]
         for name in ("node_class", "node_factor", "node_length", "node_discount", "node_log_a", "node_log_pi", "node_alive"):
             array = getattr(self, name)
             moved = np.zeros_like(array)
@@ -356,6 +386,7 @@ class DocumentNodes:
             self.class_nodes[class_id].add(node)
         self.weight_epoch[:] = -1  # the cached weights name the old node ids
         self.cache_len[:] = 0
+        self.cache_cap[:] = 0
         self.term_bound[:] = 0.0
         self.cache_used = self.cache_live = 0
         self.dirty_classes.update(range(len(self.class_nodes)))
@@ -364,58 +395,70 @@ class DocumentNodes:
     # ------------------------------------------------------------ posting weights (computed by the model)
     def drop_dead_postings(self, terms: np.ndarray) -> None:
         """Drop the postings of removed nodes from the lists of ``terms`` (before their weights are computed)."""
-        for term in terms.tolist():
-            if self.post_dead[term]:
-                self._compact_term(term)
+        for term in terms[self.post_dead[terms] != 0].tolist():
+            self._compact_term(term)
 
     def store_weights(self, terms: list[int], nodes: np.ndarray | None, weights: np.ndarray | None,
                       fills: np.ndarray, epoch: int) -> None:
         """Keep the postings' nodes and weights ``v_i(n)`` of ``terms`` for ``epoch`` (concatenated, ``fills``
-        per term, nodes ascending within a term; ``None``: no postings) and each term's largest weight."""
-        for term in terms:
-            self._release_cached(term)
-        self.weight_epoch[terms] = epoch
+        per term, nodes ascending within a term; ``None``: no postings; no term twice) and each term's largest
+        weight. A term whose cached region has room is rewritten in place; the others get a new region at the
+        cache's end with a quarter to spare (a common word's list grows by about one per learned message)."""
+        term_array = np.asarray(terms, dtype=np.int64)
+        self.weight_epoch[term_array] = epoch
         if weights is None or not len(weights):
+            self._release_cached_many(term_array)
             return
-        total = len(weights)
-        self._reserve_cache(total)
+        caps = self.cache_cap[term_array]
+        reuse = (fills <= caps) & (fills > 0)
+        self.cache_live -= int(caps[~reuse].sum())
+        self.cache_cap[term_array[~reuse]] = 0  # released: their regions become garbage
+        new_caps = np.where(reuse, 0, np.where(fills > 0, fills + fills // 4 + 2, 0))
+        total = int(new_caps.sum())
+        self._reserve_cache(total)  # may move the kept regions: their starts are read after it
         at = self.cache_used
-        self.cache_node[at : at + total] = nodes
-        self.cache_weight[at : at + total] = weights
+        starts = np.where(reuse, self.cache_start[term_array], at + np.cumsum(new_caps) - new_caps)
+        bounds = np.empty(len(term_array))
+        store_cached(starts, fills, nodes, weights, self.cache_node, self.cache_weight, bounds)
         self.cache_used += total
         self.cache_live += total
-        ends = np.cumsum(fills)
-        term_array = np.asarray(terms, dtype=np.int64)
-        self.cache_start[term_array] = at + ends - fills
+        self.cache_start[term_array] = starts
         self.cache_len[term_array] = fills
-        bounds = np.zeros(len(terms))
-        has = fills > 0
-        bounds[has] = np.maximum.reduceat(weights, (ends - fills)[has])
+        self.cache_cap[term_array] = np.where(reuse, caps, new_caps)
         self.term_bound[term_array] = bounds
         self.weights_recomputed += len(terms)
 
     def _release_cached(self, term: int) -> None:
-        if term < len(self.cache_len) and self.cache_len[term]:
-            self.cache_live -= int(self.cache_len[term])
-            self.cache_len[term] = 0
+        if term < len(self.cache_cap) and self.cache_cap[term]:
+            self.cache_live -= int(self.cache_cap[term])
+            self.cache_len[term] = self.cache_cap[term] = 0
             self.term_bound[term] = 0.0
 
+    def _release_cached_many(self, terms: np.ndarray) -> None:
+        """:meth:`_release_cached` of every term of ``terms`` (repeats allowed), in a few array operations."""
+        inside = terms[terms < len(self.cache_cap)]
+        held = np.unique(inside[self.cache_cap[inside] != 0])
+        if len(held):
+            self.cache_live -= int(self.cache_cap[held].sum())
+            self.cache_len[held] = self.cache_cap[held] = 0
+            self.term_bound[held] = 0.0
+
     def _reserve_cache(self, need: int) -> None:
-        """Room for ``need`` more cached postings: compact (copy the live regions) once more than half is
-        garbage, else grow; either way amortized O(1) per stored posting."""
+        """Room for ``need`` more cached postings: compact (copy the live regions, with their spare slots) once
+        more than half is garbage, else grow; either way amortized O(1) per stored posting."""
         if self.cache_used + need <= len(self.cache_node):
             return
         if self.cache_used - self.cache_live > self.cache_live:
-            held = np.flatnonzero(self.cache_len)
-            lengths = self.cache_len[held]
-            index = np.repeat(self.cache_start[held] - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+            held = np.flatnonzero(self.cache_cap)
+            caps = self.cache_cap[held]
+            index = np.repeat(self.cache_start[held] - (np.cumsum(caps) - caps), caps) + np.arange(int(caps.sum()))
             size = max(2 * (self.cache_live + need), 64)
             moved_node = np.zeros(size, dtype=np.int32)
             moved_weight = np.zeros(size)
             moved_node[: len(index)] = self.cache_node[index]
             moved_weight[: len(index)] = self.cache_weight[index]
             self.cache_node, self.cache_weight = moved_node, moved_weight
-            self.cache_start[held] = np.cumsum(lengths) - lengths
+            self.cache_start[held] = np.cumsum(caps) - caps
             self.cache_used = len(index)
         if self.cache_used + need > len(self.cache_node):
             self.cache_node = grow(self.cache_node, self.cache_used + need)

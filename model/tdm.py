@@ -55,6 +55,7 @@ from .batch import PreparedBatch
 from .document_nodes import DocumentNodes, MissingLengthsError
 from .label_model import LabelModel
 from .loops.mixture import COUNTERS, log_mixtures
+from .loops.node_postings import node_posting_ratios
 from .persistence import ExtraState
 from .smoothing import kernel_smoothing
 from .spec import parse_spec
@@ -212,11 +213,25 @@ class TDM(GenerativeTextModel):
         if not fills.sum():
             nodes_table.store_weights(term_list, None, None, fills, state.epoch)
             return
-        nodes = np.concatenate([nodes_table.post_node[t][: nodes_table.post_fill[t]] for t in term_list])
-        counts = np.concatenate([nodes_table.post_count[t][: nodes_table.post_fill[t]] for t in term_list])
+        derived = labels.class_terms(state)
+        label_forms, kernel_forms = labels.smoothing.chain.forms, nodes_table.smoothing.chain.forms
+        if label_forms is not None and kernel_forms is not None:  # the compiled step: same operations, in place
+            nodes, ratio = np.empty(int(fills.sum()), dtype=np.int32), np.empty(int(fills.sum()))
+            node_posting_ratios(terms, nodes_table.post_start, nodes_table.post_fill, nodes_table.post_node,
+                                nodes_table.post_count, nodes_table.node_class, nodes_table.node_factor,
+                                nodes_table.node_length, nodes_table.node_discount, derived.scale, label_forms,
+                                np.array(derived.values, dtype=np.float64), np.exp(derived.log_a),
+                                derived.denominator, labels.background(state, terms), kernel_forms,
+                                np.array(nodes_table.values, dtype=np.float64), float(nodes_table.smoothing.mu),
+                                np.zeros(state.classes.capacity), nodes, ratio)
+            weights = np.log1p(ratio)
+            np.maximum(weights, 0.0, out=weights)  # a fully discounted posting adds nothing
+            nodes_table.store_weights(term_list, nodes, weights, fills, state.epoch)
+            return
+        index = nodes_table.posting_index(terms)
+        nodes, counts = nodes_table.post_node[index], nodes_table.post_count[index]
         owner = np.repeat(np.arange(len(terms)), fills)
         classes = nodes_table.node_class[nodes].astype(np.int64)
-        derived = labels.class_terms(state)
         # C(l, n) of the label model, summed afresh from the documents holding n
         contributions = nodes_table.node_factor[nodes] * (counts / nodes_table.node_length[nodes])
         n_classes = state.classes.capacity

@@ -42,7 +42,7 @@ def postings_ascending(model: TDM) -> None:
         start, size = int(nodes.cache_start[term]), int(nodes.cache_len[term])
         assert np.all(np.diff(nodes.cache_node[start : start + size]) > 0)
     for term in np.flatnonzero(nodes.post_fill).tolist():
-        assert np.all(np.diff(nodes.post_node[term][: nodes.post_fill[term]]) > 0)
+        assert np.all(np.diff(nodes.term_postings(term)[0]) > 0)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,112 @@
+"""Compiled loops of TDM's document postings (:class:`model.document_nodes.DocumentNodes`): appending
+to the per-term regions of the posting arena, the lazy posting weights
+(:meth:`model.tdm.TDM._build_document_weights`) and their copy to the weight cache.
+
+Per posting ``(node i, c_i(n))`` of a term ``n``, the ratio whose ``log1p`` is the weight ``v_i(n)``::
+
+    r_i(n) = (c_i(n) - K(c_i(n))) / ((kmu + K_i) * p_l(n)),
+    p_l(n) = a_l * (p_b(n) + (C(l,n) - D(C(l,n))) / (mu + D(l)))
+
+with ``C(l,n)`` summed afresh from the term's postings of label ``l`` (each node's decayed share
+``f_i * c_i(n) / |c_i|_1``, in posting order, then scaled), ``D`` the label's discount chain and ``K``
+the kernel's (as ``(forms, values)``, :func:`model.loops.weights.chain_discount`). The operations and
+their order are those of the numpy expression it replaces, with no temporary arrays per posting;
+the ``log1p`` is left to numpy (vectorized, several times faster per value than a scalar call here).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .weights import chain_discount
+
+#: Whole counts below this have ``c - K(c)`` computed once per call (most of a message's counts).
+_SMALL = 64
+
+
+@njit(cache=True, nogil=True)
+def append_runs(run_terms, run_bounds, nodes, counts, post_start, post_cap, post_fill, arena_node, arena_count,
+                used):  # pragma: no cover - compiled
+    """Append ``nodes[run_bounds[r]:run_bounds[r + 1]]`` (and their counts) to the region of ``run_terms[r]``
+    (distinct terms); returns the arena's new high-water mark.
+
+    A full region moves to the end of the arena with capacity ``max(need, 2 * capacity, 4)`` (the old one
+    becomes garbage); the caller made room for every move (:meth:`DocumentNodes._append_runs`).
+    """
+    for r in range(run_terms.shape[0]):
+        t = run_terms[r]
+        lo, hi = run_bounds[r], run_bounds[r + 1]
+        fill = post_fill[t]
+        need = fill + hi - lo
+        if need > post_cap[t]:
+            cap = max(need, 2 * post_cap[t], 4)
+            old = post_start[t]
+            for i in range(fill):
+                arena_node[used + i] = arena_node[old + i]
+                arena_count[used + i] = arena_count[old + i]
+            post_start[t] = used
+            post_cap[t] = cap
+            used += cap
+        at = post_start[t] + fill
+        for i in range(lo, hi):
+            arena_node[at + i - lo] = nodes[i]
+            arena_count[at + i - lo] = counts[i]
+        post_fill[t] = need
+    return used
+
+
+@njit(cache=True, nogil=True)
+def node_posting_ratios(terms, post_start, post_fill, arena_node, arena_count, node_class, node_factor, node_length, node_discount, scale,
+                        label_forms, label_values, class_a, class_denominator, background, kernel_forms,
+                        kernel_values, kernel_mu, label_sum, out_node, ratio):  # pragma: no cover - compiled
+    """The postings of ``terms`` read from the arena in order: their nodes to ``out_node``, ratios to ``ratio``.
+
+    ``background[j]`` is ``p_b`` of ``terms[j]``; ``class_a``/``class_denominator`` are ``a_l`` and
+    ``mu + D(l)`` per class id; ``label_sum`` is scratch of one value per class id.
+    """
+    small_kept = np.full(_SMALL, np.nan)
+    k = 0
+    for j in range(terms.shape[0]):
+        start = post_start[terms[j]]
+        end = start + post_fill[terms[j]]
+        for i in range(start, end):
+            label_sum[node_class[arena_node[i]]] = 0.0
+        for i in range(start, end):
+            node = arena_node[i]
+            label_sum[node_class[node]] += node_factor[node] * (arena_count[i] / node_length[node])
+        pb = background[j]
+        for i in range(start, end):
+            node = arena_node[i]
+            c = node_class[node]
+            x = label_sum[c] * scale
+            label_prob = class_a[c] * (pb + (x - chain_discount(label_forms, label_values, x)) / class_denominator[c])
+            y = arena_count[i]
+            if 0.0 <= y < _SMALL and y == np.floor(y):  # the same function of the same numbers: the same bits
+                whole = np.int64(y)
+                if small_kept[whole] != small_kept[whole]:
+                    small_kept[whole] = y - chain_discount(kernel_forms, kernel_values, y)
+                kept = small_kept[whole]
+            else:
+                kept = y - chain_discount(kernel_forms, kernel_values, y)
+            out_node[k] = node
+            ratio[k] = kept / ((kernel_mu + node_discount[node]) * label_prob)
+            k += 1
+
+
+@njit(cache=True, nogil=True)
+def store_cached(starts, fills, nodes, weights, cache_node, cache_weight, bounds):  # pragma: no cover - compiled
+    """Copy the ``k``-th term's run of ``nodes``/``weights`` (the next ``fills[k]``) to ``cache_*[starts[k]:]``
+    and its largest weight to ``bounds[k]`` (0 for an empty run; NaN propagates, as ``np.maximum`` does)."""
+    p = 0
+    for k in range(fills.shape[0]):
+        at = starts[k]
+        n = fills[k]
+        bound = weights[p] if n > 0 else 0.0
+        for i in range(n):
+            w = weights[p + i]
+            cache_node[at + i] = nodes[p + i]
+            cache_weight[at + i] = w
+            if w > bound or w != w:
+                bound = w
+        bounds[k] = bound
+        p += n
