@@ -182,6 +182,8 @@ class ServiceConfig:
             out["multilabel"] = self.multilabel
         if base.get("label_threshold") is not None:  # a powerset file's output rule (not the per-label setting below)
             out["label_threshold"] = base["label_threshold"]
+        if out["model"] == "ensemble":  # sgm ensemble's file: the bases and the fitted pool (fixed when served)
+            out.update({key: base[key] for key in ("bases", "weights", "bias", "meta", "floor") if key in base})
         return out
 
     def decision(self) -> SpamDecision | None:
