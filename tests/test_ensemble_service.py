@@ -19,6 +19,7 @@ import uuid
 import numpy as np
 import pytest
 
+from sgm.consumers.cli import main as sgm
 from sgm.consumers.config import ServiceConfig
 from sgm.consumers.service import Service
 from sgm.model import MNB, TDM, Ensemble, SpecError, Tokenizer, build_model, model_config
@@ -148,7 +149,7 @@ def training_log() -> tuple[list[bytes], Ensemble]:
     return values, reference
 
 
-def test_service_trains_and_scores_an_ensemble_config_as_the_ensemble_does(tmp_path):
+def test_service_trains_and_scores_an_ensemble_config_as_the_ensemble_does(tmp_path, capsys):
     config_path = tmp_path / "ensemble.json"  # what `sgm ensemble --out` writes: the ensemble's model_config
     config_path.write_text(json.dumps(ensemble().model_config(), indent=2, sort_keys=True) + "\n")
     cfg = memory_config(tmp_path, config_path)
@@ -194,6 +195,28 @@ def test_service_trains_and_scores_an_ensemble_config_as_the_ensemble_does(tmp_p
                             reference.rank_many(list(queries.values()), 3))
     finally:
         restarted.close()
+    assert sgm(["stats", "--state-dir", cfg.state_dir, "--json"]) == 0  # sgm stats reads an ensemble's snapshot
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["family"] == "ensemble" and summary["documents"] == len(reference) and len(summary["bases"]) == 3
+
+
+def test_sgm_ensemble_writes_a_config_sgm_serve_accepts(tmp_path, capsys):
+    data = tmp_path / "toy.jsonl"
+    data.write_text("".join(json.dumps({"id": f"d{i}", "text": text, "labels": [label],
+                                        "split": "test" if i % 4 == 0 else "train"}) + "\n"
+                            for i, (label, text) in enumerate(texts(120, 8))), encoding="utf-8")
+    bases = []
+    for i, config in enumerate([{"model": "u_jm_ps", "params": {"beta": 0.4}},
+                                {"model": "tdm_uc_jm_dp_kpd_kdp", "tokenizer": {"ngrams": 2, "binary": True}}]):
+        (tmp_path / f"b{i}.json").write_text(json.dumps(config), encoding="utf-8")
+        bases += ["--base", str(tmp_path / f"b{i}.json")]
+    out = tmp_path / "ensemble.json"
+    assert sgm(["ensemble", "--data", str(data), *bases, "--folds", "3", "--out", str(out)]) == 0
+    written = json.loads(out.read_text())
+    served = build_model(memory_config(tmp_path, out).model_config())  # what sgm serve --config builds
+    assert model_config(served) == model_config(build_model(written))
+    if written["model"] == "ensemble":  # the fit may also choose one base alone
+        assert isinstance(served, Ensemble) and np.array_equal(served.weights, np.asarray(written["weights"]))
 
 
 def test_service_refuses_an_ensemble_whose_bases_read_mail_differently(tmp_path):
@@ -202,6 +225,10 @@ def test_service_refuses_an_ensemble_whose_bases_read_mail_differently(tmp_path)
     (tmp_path / "mail.json").write_text(json.dumps(config))
     service = Service(memory_config(tmp_path, tmp_path / "mail.json"))
     with pytest.raises(SpecError, match="mail options"):
+        service.prepare()
+    (tmp_path / "text.json").write_text(json.dumps({**config, "bases": [{"model": "u_jm"}, {"model": "u_jm"}]}))
+    service = Service(memory_config(tmp_path, tmp_path / "text.json", spam_threshold=0.9, spam_prior_weight=1.0))
+    with pytest.raises(SpecError, match="prior weight"):
         service.prepare()
 
 

@@ -96,8 +96,13 @@ def restore(config: ServiceConfig, store: SnapshotStore, metrics: ServiceMetrics
     snapshot is read the same way (:data:`sgm.model.persistence.COMPOSITE_FORMAT`).
     """
     wanted = build_model(config.model_config())
-    if isinstance(wanted, Ensemble) and not wanted.reads_messages_one_way:  # the service reads a message once
-        raise SpecError("an ensemble served must have bases with the same mail options (one reading of a message)")
+    if isinstance(wanted, Ensemble):
+        if not wanted.reads_messages_one_way:  # the service reads a message once, for every base
+            raise SpecError("an ensemble served must have bases with the same mail options (one reading of a message)")
+        decision = config.decision()
+        if decision is not None and decision.prior_weight is not None:  # the pool has no one class prior
+            raise SpecError("a spam decision's prior weight does not apply to an ensemble (its pool has no single "
+                            "class prior): leave --spam-prior-weight unset")
     store.remove_leftovers()
     path = store.latest_path()
     if path is None:
