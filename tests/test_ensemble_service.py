@@ -173,6 +173,17 @@ def test_service_trains_and_scores_an_ensemble_config_as_the_ensemble_does(tmp_p
         run_until_idle(service)
         assert isinstance(service.model, Ensemble) and service.train_offsets == {0: len(values)}
         assert service.model.checksum() == reference.checksum()
+        for served, config in zip(service.model.bases, ensemble().model_config()["bases"]):  # each as if alone
+            alone = build_model(config)
+            for value in values[:-4]:
+                record = json.loads(value)
+                alone.learn_one(record["text"], record["labels"], ts=record["ts"], id=record["id"])
+            learn = json.loads(values[-3])
+            alone.learn_one(learn["text"], learn["labels"], ts=learn["ts"], id=learn["id"])
+            unlearn = json.loads(values[-2])
+            alone.unlearn_one(unlearn["text"], unlearn["labels"], id=unlearn["id"])
+            alone.forget(json.loads(values[-1])["id"])
+            assert served.checksum() == alone.checksum()
     finally:
         producer.close()
         service.close()  # the final snapshot
