@@ -306,11 +306,11 @@ class Ensemble(PosteriorPredictions):
 
     # ------------------------------------------------------------ snapshots
     def write_snapshot(self, handle: BinaryIO, extra: dict[str, Any] | None = None) -> None:
-        """A ZIP (:data:`model.persistence.COMPOSITE_FORMAT`) of the configuration with ``extra`` (JSON-able,
-        e.g. the service's offsets) in ``meta.json`` and each base's own snapshot; ``handle`` as
+        """A ZIP (:data:`model.persistence.COMPOSITE_FORMAT`) of the configuration, :meth:`checksum` and ``extra``
+        (JSON-able, e.g. the service's offsets) in ``meta.json``, and each base's own snapshot; ``handle`` as
         :meth:`GenerativeTextModel.write_snapshot`'s. Holds one base's snapshot bytes at a time."""
         header = {"format": COMPOSITE_FORMAT, "version": 1, "config": self.model_config(), "parts": len(self.bases),
-                  "extra": extra or {}}
+                  "extra": extra or {}, "checksum": self.checksum()}
         with zipfile.ZipFile(handle, "w", zipfile.ZIP_STORED) as archive:
             for j, base in enumerate(self.bases):
                 archive.writestr(f"base-{j}.sgm", base.to_bytes())
@@ -341,8 +341,8 @@ class Ensemble(PosteriorPredictions):
             raise SnapshotError("ensemble snapshot: a part is not a single model")
         model = cls(bases, config["weights"], config.get("bias"), bool(config.get("meta", False)),
                     float(config.get("floor", FLOOR)))
-        if model.model_config() != config:
-            raise SnapshotError("ensemble snapshot: its parts do not match its configuration")
+        if model.model_config() != config or model.checksum() != meta.get("checksum"):  # e.g. a pool edited
+            raise SnapshotError("ensemble snapshot: its parts and configuration do not match its checksum")
         return model, meta.get("extra", {})
 
     def checksum(self) -> str:

@@ -15,6 +15,7 @@ import json
 import random
 import time
 import uuid
+import zipfile
 
 import numpy as np
 import pytest
@@ -93,6 +94,17 @@ def test_snapshot_round_trip_gives_identical_posteriors_and_learns_on_alike():
     start = data.index(b"base-1.sgm")
     with pytest.raises(SnapshotError):
         loads(data[:start + 400] + bytes(8) + data[start + 408:])
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:  # a pool edited in the header
+        members = {name: archive.read(name) for name in archive.namelist()}
+    header = json.loads(members["meta.json"])
+    header["config"]["weights"][0][0] += 0.5
+    members["meta.json"] = json.dumps(header).encode()
+    edited = io.BytesIO()
+    with zipfile.ZipFile(edited, "w", zipfile.ZIP_STORED) as archive:
+        for name, member in members.items():
+            archive.writestr(name, member)
+    with pytest.raises(SnapshotError, match="checksum"):
+        loads(edited.getvalue())
 
 
 def test_service_gauges_of_an_ensemble_add_up_its_bases():
