@@ -96,7 +96,8 @@ class ServiceConfig:
                                   choices=PRESET_NAMES)
     model: str = _setting("uc_pd_jm_dp", "model spec (affix string, MODEL.md); 'tdm_...' selects TDM")
     param: dict = _setting(None, "model parameter NAME=VALUE, repeatable (beta, mu, delta, ups, phi, ups_idf, theta, ...)")
-    config: str | None = _setting(None, "JSON model configuration file (as written by sgm tune); --param overrides it")
+    config: str | None = _setting(None, "JSON model configuration file (as written by sgm tune, or by sgm ensemble: "
+                                        "bases and a fixed pool); --param overrides a single model's")
     half_life: float | None = _setting(None, "decay half-life in seconds of event time (none: no decay)")
     multilabel: str = _setting("per_label", "how several labels are counted", choices=("per_label", "powerset"))
     top_k: int = _setting(3, "labels with posteriors in each output record")
@@ -187,6 +188,8 @@ class ServiceConfig:
             out["multilabel"] = self.multilabel
         if base.get("label_threshold") is not None:  # a powerset file's output rule (not the per-label setting below)
             out["label_threshold"] = base["label_threshold"]
+        if out["model"] == "ensemble":  # sgm ensemble's file: the bases and the fitted pool (fixed when served)
+            out.update({key: base[key] for key in ("bases", "weights", "bias", "meta", "floor") if key in base})
         return out
 
     def decision(self) -> SpamDecision | None:

@@ -75,8 +75,9 @@ class LearnedDocument(NamedTuple):
 
 class PosteriorPredictions:
     """The predict API every model derives from its ``predict_log_proba_many(docs) -> (classes, log_post)``:
-    posteriors as dicts, the top ``k`` with their probabilities, the arg-max (shared by the single models and
-    :class:`model.ensemble.Ensemble`)."""
+    posteriors as dicts, the top ``k`` with their probabilities, the arg-max, the service's :meth:`rank_many`
+    (shared by the single models and :class:`model.ensemble.Ensemble`; :meth:`rank_many` also reads
+    ``len(model)``, ``multilabel`` and ``label_threshold``)."""
 
     def predict_proba_many(self, docs: Iterable) -> list[dict]:
         classes, log_post = self.predict_log_proba_many(docs)
@@ -110,6 +111,44 @@ class PosteriorPredictions:
     def predict_one(self, doc):
         """The arg-max class (ties: the lower class id)."""
         return self.predict_many([doc])[0]
+
+    def rank_many(self, docs: Sequence, k: int, threshold: float | None = None,
+                  tolerance: float | None = None) -> "Ranking":
+        """Top-``k`` class names with their posteriors and the output labels of a batch, in one pass.
+
+        Output labels: in per-label mode the labels with posterior at least ``threshold``, else the top
+        label; in powerset mode the labels whose marginal reaches ``threshold`` (default: the model's
+        ``label_threshold``; :mod:`model.label_marginals`), or without either the arg-max label set.
+        Before any training every list is empty. ``tolerance``: the relative error the posteriors may
+        have (``None``: the default, exact to ``e^-40``); the labels are exact whatever it is. This dense
+        pass is exact; the pruned top-k of :class:`model.mnb.MNB` uses it (:mod:`model.pruned_topk`).
+        """
+        check_tolerance(tolerance)
+        if len(self) == 0:
+            return Ranking([[] for _ in docs], np.empty((len(docs), 0)), [[] for _ in docs])
+        classes, log_post = self.predict_log_proba_many(docs)
+        top = top_k_indices(log_post, k)
+        probs = np.exp(np.take_along_axis(log_post, top, axis=1))
+        names = [("+".join(c) if isinstance(c, tuple) else c) for c in classes]
+        name_array = np.empty(len(names), dtype=object)
+        name_array[:] = names
+        top_names = name_array[top].tolist()  # one gather for the batch, not a Python loop per document
+        marginal_threshold = self.label_threshold if threshold is None else threshold
+        if self.multilabel == "powerset" and marginal_threshold is not None:
+            labels = self._marginal_labels(classes, log_post, marginal_threshold)
+        elif self.multilabel == "powerset":
+            labels = [list(classes[row[0]]) for row in top.tolist()]
+        elif threshold is not None:
+            above = log_post >= np.log(threshold)
+            labels = [[names[i] for i in np.flatnonzero(row).tolist()] for row in above]
+        else:
+            labels = [row[:1] for row in top_names]
+        return Ranking(top_names, probs, labels)
+
+    @staticmethod
+    def _marginal_labels(classes: list, log_post: np.ndarray, threshold: float) -> list[list[str]]:
+        labels, marginals = label_marginals(classes, np.exp(log_post))
+        return labels_at_threshold(labels, marginals, threshold)
 
 
 class GenerativeTextModel(PosteriorPredictions):
@@ -605,40 +644,6 @@ class GenerativeTextModel(PosteriorPredictions):
         """
         raise NotImplementedError
 
-    def rank_many(self, docs: Sequence[Document], k: int, threshold: float | None = None,
-                  tolerance: float | None = None) -> "Ranking":
-        """Top-``k`` class names with their posteriors and the output labels of a batch, in one pass.
-
-        Output labels: in per-label mode the labels with posterior at least ``threshold``, else the top
-        label; in powerset mode the labels whose marginal reaches ``threshold`` (default: the model's
-        ``label_threshold``; :mod:`model.label_marginals`), or without either the arg-max label set.
-        Before any training every list is empty. ``tolerance``: the relative error
-        the posteriors may have (``None``: the default, exact to ``e^-40``); the
-        labels are exact whatever it is. This dense pass is exact; the pruned top-k
-        of :class:`model.mnb.MNB` uses it (:mod:`model.pruned_topk`).
-        """
-        check_tolerance(tolerance)
-        if len(self) == 0:
-            return Ranking([[] for _ in docs], np.empty((len(docs), 0)), [[] for _ in docs])
-        classes, log_post = self.predict_log_proba_many(docs)
-        top = top_k_indices(log_post, k)
-        probs = np.exp(np.take_along_axis(log_post, top, axis=1))
-        names = [("+".join(c) if isinstance(c, tuple) else c) for c in classes]
-        name_array = np.empty(len(names), dtype=object)
-        name_array[:] = names
-        top_names = name_array[top].tolist()  # one gather for the batch, not a Python loop per document
-        marginal_threshold = self.label_threshold if threshold is None else threshold
-        if self.multilabel == "powerset" and marginal_threshold is not None:
-            labels = self._marginal_labels(classes, log_post, marginal_threshold)
-        elif self.multilabel == "powerset":
-            labels = [list(classes[row[0]]) for row in top.tolist()]
-        elif threshold is not None:
-            above = log_post >= np.log(threshold)
-            labels = [[names[i] for i in np.flatnonzero(row).tolist()] for row in above]
-        else:
-            labels = [row[:1] for row in top_names]
-        return Ranking(top_names, probs, labels)
-
     def predict_labels_many(self, docs: Iterable[Document], k: int | None = None,
                             threshold: float | None = None) -> list[list[str]]:
         """Output label lists: in powerset mode the arg-max label set (or the labels of
@@ -661,11 +666,6 @@ class GenerativeTextModel(PosteriorPredictions):
                 order = order[row[order] >= threshold]
             out.append([classes[i] for i in order.tolist()])
         return out
-
-    @staticmethod
-    def _marginal_labels(classes: list, log_post: np.ndarray, threshold: float) -> list[list[str]]:
-        labels, marginals = label_marginals(classes, np.exp(log_post))
-        return labels_at_threshold(labels, marginals, threshold)
 
     def predict_labels(self, doc: Document, k: int | None = None, threshold: float | None = None) -> list[str]:
         return self.predict_labels_many([doc], k, threshold)[0]
@@ -700,6 +700,12 @@ class GenerativeTextModel(PosteriorPredictions):
         """Take :meth:`extra_state` back once the state was replaced (a restore); caches are already rebuilt."""
 
     # ------------------------------------------------------------ stats
+    def resum_totals(self) -> int:
+        """Re-sum every total of the count tables from the live documents; how many had drifted (repaired).
+
+        The service calls it before each snapshot (``CountState.resum_totals``)."""
+        return self.state.resum_totals()
+
     def stats(self) -> dict[str, Any]:
         state = self.state
         return {

@@ -18,26 +18,35 @@ optional per-class bias. The pool is fitted elsewhere (on development data:
 base's confident zero (``log p = -inf`` or thousands below) from vetoing a class.
 
 Learning is exact because each base's is: the ensemble adds nothing to learn, so
-it streams as its bases do (one document at a time, unlearning, decay).
+it streams as its bases do (one document at a time, unlearning, decay). The pool
+(weights, meta flag, biases, floor) is fixed configuration: served, it does not
+learn; only the bases do, each exactly as it would alone.
+
+The service serves an ensemble as any model (docs/ARCHITECTURE.md): its
+:meth:`rank_many` is the shared one over :meth:`predict_log_proba_many` (the
+bases' own posterior passes, then the pool), its snapshot holds each base's own
+snapshot (:data:`model.persistence.COMPOSITE_FORMAT`), and its size gauges add
+up the bases'.
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
 import zipfile
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, BinaryIO, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from .base import POWERSET_SEPARATOR, GenerativeTextModel, PosteriorPredictions
 from .factory import build_model, model_config, register_family
-from .mail import Message
+from .mail import MailExtraction, Message
+from .persistence import COMPOSITE_FORMAT, SnapshotError, loads
 from .text import Tokenizer
 
 #: Default floor of a base's log posterior in the pool.
 FLOOR = -50.0
-FORMAT = "sgm-ensemble-snapshot"
 _WORDS = Tokenizer()
 
 
@@ -88,6 +97,13 @@ def pool(log_posts: np.ndarray, meta_columns: np.ndarray, weights: np.ndarray, b
 def class_key(name) -> str:
     """A class name as the bias is keyed (label-powerset tuples joined by the unit separator)."""
     return POWERSET_SEPARATOR.join(name) if isinstance(name, tuple) else str(name)
+
+
+class EnsembleSpec(NamedTuple):
+    """Where a single model has its parsed affix string: the name the service writes into outputs and logs
+    (``ensemble(`` the bases' affix strings ``)``)."""
+
+    name: str
 
 
 class Ensemble(PosteriorPredictions):
@@ -152,14 +168,28 @@ class Ensemble(PosteriorPredictions):
     def multilabel(self) -> str:
         return self.bases[0].multilabel
 
+    @property
+    def label_threshold(self) -> float | None:
+        """Powerset output rule of :meth:`rank_many` (the bases share it: :meth:`from_config`)."""
+        return self.bases[0].label_threshold
+
+    @property
+    def spec(self) -> EnsembleSpec:
+        return EnsembleSpec("ensemble(" + ",".join(base.spec.name for base in self.bases) + ")")
+
     def model_config(self) -> dict[str, Any]:
         """The configuration :func:`model.factory.build_model` rebuilds an empty ensemble from."""
-        return {"model": "ensemble", "params": {}, "bases": [model_config(b) for b in self.bases],
-                "weights": self.weights.tolist(), "bias": dict(self.bias), "meta": self.meta, "floor": self.floor}
+        out = {"model": "ensemble", "params": {}, "bases": [model_config(b) for b in self.bases],
+               "weights": self.weights.tolist(), "bias": dict(self.bias), "meta": self.meta, "floor": self.floor,
+               "multilabel": self.multilabel}
+        if self.label_threshold is not None:
+            out["label_threshold"] = self.label_threshold
+        return out
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "Ensemble":
-        unknown = set(config) - {"model", "bases", "weights", "bias", "meta", "floor", "multilabel", "params"}
+        unknown = set(config) - {"model", "bases", "weights", "bias", "meta", "floor", "multilabel", "label_threshold",
+                                 "params"}
         if unknown:
             raise ValueError(f"unknown ensemble configuration keys: {sorted(unknown)}")
         if config.get("params"):
@@ -167,8 +197,9 @@ class Ensemble(PosteriorPredictions):
         bases = []
         for base in config.get("bases") or []:
             base = dict(base)
-            if config.get("multilabel") is not None:  # the data's mode (e.g. powerset) applies to every base
-                base["multilabel"] = config["multilabel"]
+            for shared in ("multilabel", "label_threshold"):  # the data's mode (e.g. powerset) applies to every base
+                if config.get(shared) is not None:
+                    base[shared] = config[shared]
             bases.append(build_model(base))
         return cls(bases, config.get("weights", [1.0 / max(len(bases), 1)] * len(bases)), config.get("bias"),
                    bool(config.get("meta", False)), float(config.get("floor", FLOOR)))
@@ -212,6 +243,31 @@ class Ensemble(PosteriorPredictions):
     def classes_(self) -> list:
         return self.bases[0].classes_
 
+    def class_names(self) -> tuple[np.ndarray, list]:
+        """The first base's active class ids and names: the pool's class order (:meth:`base_log_posteriors`)."""
+        return self.bases[0].class_names()
+
+    def documents_per_class(self) -> dict:
+        return self.bases[0].documents_per_class()
+
+    def document_ids(self) -> set[str]:
+        return self.bases[0].document_ids()
+
+    @property
+    def reads_messages_one_way(self) -> bool:
+        """Every base reads a whole email with the same mail options (so :meth:`read_message` is theirs)."""
+        return all(base.mail == self.bases[0].mail for base in self.bases[1:])
+
+    def read_message(self, message: Message) -> MailExtraction:
+        """What every base learns and scores of ``message`` (:meth:`GenerativeTextModel.read_message`).
+
+        Defined only when the bases read messages one way (:attr:`reads_messages_one_way`): the service reads a
+        message once and passes its terms on; bases with other mail options would each need their own terms.
+        """
+        if not self.reads_messages_one_way:
+            raise ValueError("the bases read whole emails with different mail options: pass the Message itself")
+        return self.bases[0].read_message(message)
+
     # ------------------------------------------------------------ scoring
     def base_log_posteriors(self, docs: Sequence) -> tuple[list, np.ndarray]:
         """``(classes, array (bases, docs, classes))``: every base's log posteriors in the first base's class
@@ -249,30 +305,69 @@ class Ensemble(PosteriorPredictions):
         return classes, pool(log_posts, meta_features(log_posts, lengths, self.meta), self.weights, bias)
 
     # ------------------------------------------------------------ snapshots
-    def to_bytes(self) -> bytes:
-        """A ZIP of the pool (JSON) and each base's own snapshot (:meth:`GenerativeTextModel.to_bytes`)."""
-        meta = {"format": FORMAT, "version": 1, "weights": self.weights.tolist(), "bias": self.bias,
-                "meta": self.meta, "floor": self.floor, "bases": len(self.bases)}
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-            archive.writestr("ensemble.json", json.dumps(meta, sort_keys=True))
+    def write_snapshot(self, handle: BinaryIO, extra: dict[str, Any] | None = None) -> None:
+        """A ZIP (:data:`model.persistence.COMPOSITE_FORMAT`) of the configuration, :meth:`checksum` and ``extra``
+        (JSON-able, e.g. the service's offsets) in ``meta.json``, and each base's own snapshot; ``handle`` as
+        :meth:`GenerativeTextModel.write_snapshot`'s. Holds one base's snapshot bytes at a time."""
+        header = {"format": COMPOSITE_FORMAT, "version": 1, "config": self.model_config(), "parts": len(self.bases),
+                  "extra": extra or {}, "checksum": self.checksum()}
+        with zipfile.ZipFile(handle, "w", zipfile.ZIP_STORED) as archive:
             for j, base in enumerate(self.bases):
                 archive.writestr(f"base-{j}.sgm", base.to_bytes())
+            archive.writestr("meta.json", json.dumps(header, sort_keys=True))
+
+    def to_bytes(self, extra: dict[str, Any] | None = None) -> bytes:
+        buffer = io.BytesIO()
+        self.write_snapshot(buffer, extra)
         return buffer.getvalue()
 
     @classmethod
     def from_bytes(cls, data: bytes, **limits: Any) -> "Ensemble":
-        """Rebuild an ensemble from :meth:`to_bytes` (each base checked as its own snapshot is)."""
-        try:
-            with zipfile.ZipFile(io.BytesIO(data)) as archive:
-                meta = json.loads(archive.read("ensemble.json"))
-                if meta.get("format") != FORMAT or meta.get("version") != 1:
-                    raise ValueError("not an ensemble snapshot of a known version")
-                bases = [GenerativeTextModel.from_bytes(archive.read(f"base-{j}.sgm"), **limits)
-                         for j in range(int(meta["bases"]))]
-        except (zipfile.BadZipFile, KeyError, json.JSONDecodeError) as exc:
-            raise ValueError(f"not a valid ensemble snapshot: {exc}") from None
-        return cls(bases, meta["weights"], meta["bias"], meta["meta"], meta["floor"])
+        """Rebuild an ensemble from :meth:`to_bytes` (:func:`model.persistence.loads`: each base checked as its
+        own snapshot is)."""
+        model = loads(data, **limits)[0]
+        if not isinstance(model, cls):
+            raise SnapshotError("not an ensemble snapshot")
+        return model
+
+    @classmethod
+    def load_parts(cls, archive: zipfile.ZipFile, meta: dict, max_bytes: int) -> tuple["Ensemble", dict]:
+        """``(ensemble, extra)`` of an opened composite snapshot (:func:`model.persistence.load` calls it)."""
+        config, parts = meta["config"], meta.get("parts")
+        if not isinstance(parts, int) or isinstance(parts, bool) or not 1 <= parts <= len(archive.namelist()):
+            raise SnapshotError("ensemble snapshot: bad number of parts")
+        bases = [loads(archive.read(f"base-{j}.sgm"), max_bytes=max_bytes)[0] for j in range(parts)]
+        if not all(isinstance(base, GenerativeTextModel) for base in bases):
+            raise SnapshotError("ensemble snapshot: a part is not a single model")
+        model = cls(bases, config["weights"], config.get("bias"), bool(config.get("meta", False)),
+                    float(config.get("floor", FLOOR)))
+        if model.model_config() != config or model.checksum() != meta.get("checksum"):  # e.g. a pool edited
+            raise SnapshotError("ensemble snapshot: its parts and configuration do not match its checksum")
+        return model, meta.get("extra", {})
+
+    def checksum(self) -> str:
+        """SHA-256 over the pool's configuration and each base's :meth:`GenerativeTextModel.checksum`."""
+        content = {"config": self.model_config(), "bases": [base.checksum() for base in self.bases]}
+        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+    # ------------------------------------------------------------ service gauges
+    def resum_totals(self) -> int:
+        """Every base's :meth:`GenerativeTextModel.resum_totals`: how many totals had drifted in all."""
+        return sum(base.resum_totals() for base in self.bases)
+
+    def memory_bytes(self) -> int:
+        return sum(base.memory_bytes() for base in self.bases)
+
+    def stats(self) -> dict[str, Any]:
+        """Documents, classes and clock of the first base (all learned the same documents); sizes summed over
+        the bases (what the model holds); ``"bases"``: each base's own stats."""
+        each = [base.stats() for base in self.bases]
+        out = dict(each[0])
+        for key in ("terms", "vocabulary", "entries", "pruned_entries", "stale_postings_recomputed"):
+            if any(key in s for s in each):
+                out[key] = sum(s.get(key, 0) for s in each)
+        out["bases"] = each
+        return out
 
 
 register_family(Ensemble.family, Ensemble)

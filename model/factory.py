@@ -42,6 +42,11 @@ def register_family(family: str, cls: type) -> None:
     _FAMILIES[family] = cls
 
 
+def family_class(family: str) -> type:
+    """The class registered for ``family`` (``KeyError`` if none)."""
+    return _FAMILIES[family]
+
+
 def model_class(spec: str) -> type:
     """The model class of an affix string (its family prefix; MNB by default)."""
     return _FAMILIES[parse_spec(spec).family]

@@ -13,6 +13,12 @@ keeps learning. :func:`state_checksum` is different: it hashes the model's
 by name), so two models that learned the same documents in the same order
 agree even if their internal layouts differ (e.g. one was restored midway).
 
+A model made of models (:class:`model.ensemble.Ensemble`) writes a snapshot of
+another format, :data:`COMPOSITE_FORMAT`: the same kind of archive, whose
+``meta.json`` names its configuration and the extra metadata, and which holds
+one member per part, each a snapshot of this format. :func:`load` reads both
+and hands a composite one to its family's ``load_parts`` (found by name).
+
 A model family with state beyond the :class:`model.state.CountState` and its
 configuration hands it over as an :class:`ExtraState` (its ``extra_state()`` /
 ``restore_extra_state()``): JSON-able options, and arrays holding one value per
@@ -34,13 +40,15 @@ from typing import Any, BinaryIO, NamedTuple
 import numpy as np
 
 from .decay import DecayClock
-from .factory import build_model, model_config
+from .factory import build_model, family_class, model_config
 from .arena import TermArena
 from .arrays import CompensatedArray, ExactArray, ExactSum
 from .interner import Interner
 from .state import CountState, DocRecord
 
 FORMAT = "sgm-model-snapshot"
+#: The format of a snapshot made of model snapshots (see the module docstring).
+COMPOSITE_FORMAT = "sgm-ensemble-snapshot"
 VERSION = 1
 #: Default ceiling on a snapshot's size (bytes); larger ones are refused.
 DEFAULT_MAX_BYTES = 8 * 1024**3
@@ -253,6 +261,10 @@ def _open(data: bytes | BinaryIO, max_bytes: int) -> tuple[zipfile.ZipFile, dict
         infos = archive.infolist()
     except (zipfile.BadZipFile, ValueError, OSError) as exc:
         raise SnapshotError(f"not a snapshot archive: {exc}") from None
+    if infos and min(i.header_offset for i in infos) != 0:
+        # bytes before the archive: not a file the writers here made, e.g. a truncated ensemble snapshot
+        # whose last complete part (itself an archive) zipfile would otherwise find and read as the whole
+        raise SnapshotError("not a snapshot archive: data before its first member (truncated?)")
     if sum(i.file_size for i in infos) > max_bytes:
         raise SnapshotError("snapshot content exceeds the size limit")
     if any(i.compress_type != zipfile.ZIP_STORED or i.compress_size != i.file_size for i in infos):
@@ -265,7 +277,7 @@ def _open(data: bytes | BinaryIO, max_bytes: int) -> tuple[zipfile.ZipFile, dict
         raise SnapshotError(f"snapshot header unreadable: {exc}") from None
     except RecursionError:
         raise SnapshotError("snapshot header unreadable: nested too deeply") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+    if not isinstance(meta, dict) or meta.get("format") not in (FORMAT, COMPOSITE_FORMAT):
         raise SnapshotError("not an sgm model snapshot")
     if meta.get("version") != VERSION:
         raise SnapshotError(f"snapshot version {meta.get('version')!r} is not supported (this build reads {VERSION})")
@@ -289,6 +301,14 @@ def load(handle: BinaryIO, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Model
     also a copy of the file (docs/RELIABILITY.md, "Bounded memory").
     """
     archive, meta = _open(handle, max_bytes)
+    if meta["format"] == COMPOSITE_FORMAT:
+        try:
+            return family_class(str(meta.get("config", {}).get("model"))).load_parts(archive, meta, max_bytes)
+        except SnapshotError:
+            raise
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError, OverflowError, RecursionError,
+                zipfile.BadZipFile, OSError) as exc:
+            raise SnapshotError(f"snapshot is inconsistent: {exc!r}") from None
     digest = hashlib.sha256()
     arrays: dict[str, np.ndarray] = {}
     try:

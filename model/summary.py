@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import POWERSET_SEPARATOR
+from .ensemble import Ensemble
 
 __all__ = ["model_summary"]
 
@@ -30,8 +31,17 @@ def model_summary(model) -> dict[str, Any]:
     """A JSON-able description of ``model``: configuration, sizes, and per label its live documents.
 
     Labels are listed most documents first (ties by name); in powerset mode a
-    label is a label set joined with ``+``.
+    label is a label set joined with ``+``. An ensemble: its first base's labels, documents and clock (every
+    base learned the same documents), its name, sizes summed over the bases, and ``"bases"``: each base's
+    summary without its labels.
     """
+    if isinstance(model, Ensemble):
+        out = model_summary(model.bases[0])
+        stats = model.stats()
+        out.update(family=model.family, spec=model.spec.name, params={}, vocabulary=stats["vocabulary"],
+                   postings=stats["entries"], bytes=model.memory_bytes(),
+                   bases=[{k: v for k, v in model_summary(base).items() if k != "labels"} for base in model.bases])
+        return out
     state = model.state
     stats = model.stats()
     names = state.classes.names

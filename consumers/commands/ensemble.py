@@ -6,12 +6,14 @@ Example (see ``docs/EVALUATION.md``)::
     sgm tune --data webkb --model tdm_uc_jm_dp_kpd_kdp --out tdm.json
     sgm ensemble --data webkb --base binary.json --base tdm.json --out ensemble.json --json fit.json
     sgm eval --data webkb --config ensemble.json
+    sgm serve --config ensemble.json ...
 
 Only the training side is read (``sgm.consumers.evaluation.ensemble_fit``): out-of-fold posteriors of the
 bases inside dev-train, the pool fitted and its variant chosen there, the dev score on the dev-test part
 ``sgm tune`` scores. The written configuration is a model configuration like any other
 (``{"model": "ensemble", "bases": [...], "weights": ..., "bias": ..., "meta": ...}``): ``sgm eval
---config`` evaluates it on the test split.
+--config`` evaluates it on the test split, ``sgm serve --config`` serves it (the bases learn online, the
+pool stays as fitted; docs/ARCHITECTURE.md, "An ensemble").
 """
 from __future__ import annotations
 

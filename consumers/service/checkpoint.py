@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from sgm.model import GenerativeTextModel, build_model, model_config
+from sgm.model import Ensemble, GenerativeTextModel, SpecError, build_model, model_config
 from sgm.model.persistence import SnapshotError, load as load_snapshot
 from sgm.stream.kafka import CommitFailedError, KafkaTransportError, Record, TopicPartition
 from sgm.stream.snapshot_store import SnapshotStore
@@ -92,9 +92,17 @@ def restore(config: ServiceConfig, store: SnapshotStore, metrics: ServiceMetrics
 
     A corrupt or oversized snapshot raises :class:`SnapshotError`, one made
     with another model configuration or training topic :class:`ConfigMismatch`:
-    the process stops instead of silently starting from older state.
+    the process stops instead of silently starting from older state. An ensemble's
+    snapshot is read the same way (:data:`sgm.model.persistence.COMPOSITE_FORMAT`).
     """
     wanted = build_model(config.model_config())
+    if isinstance(wanted, Ensemble):
+        if not wanted.reads_messages_one_way:  # the service reads a message once, for every base
+            raise SpecError("an ensemble served must have bases with the same mail options (one reading of a message)")
+        decision = config.decision()
+        if decision is not None and decision.prior_weight is not None:  # the pool has no one class prior
+            raise SpecError("a spam decision's prior weight does not apply to an ensemble (its pool has no single "
+                            "class prior): leave --spam-prior-weight unset")
     store.remove_leftovers()
     path = store.latest_path()
     if path is None:
@@ -178,7 +186,7 @@ class Checkpoint:
         """Write the model with its training offsets, atomically; True when written.
 
         Before writing, every total of the model is re-summed from its live
-        documents (``CountState.resum_totals``): any drift is counted in
+        documents (``model.resum_totals()``: every base of an ensemble): any drift is counted in
         ``sgm_model_totals_drift_total``, logged and repaired. A failed write
         (disk full, permissions, larger than ``--max-snapshot-bytes``) leaves
         no partial file and is retried with a backoff (1 s doubling to 60 s),
@@ -186,7 +194,7 @@ class Checkpoint:
         """
         started = time.perf_counter()
         model = self.state.model
-        drift = model.state.resum_totals()
+        drift = model.resum_totals()
         if drift:
             self.metrics.totals_drift.inc(drift)
             log.error("model totals drifted from a re-summation of the live documents; repaired",

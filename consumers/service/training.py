@@ -67,12 +67,17 @@ def too_many_text_terms(model: GenerativeTextModel, text: str, limits: Limits) -
     """The distinct terms of ``text`` under the model's tokenizer when over ``limits.max_terms``, else ``None``.
 
     ``terms`` records are capped by the validator; a text is capped here, where the
-    tokenizer is known. Only texts long enough to hold that many terms are tokenized.
+    tokenizer is known (an ensemble: each base's, the most distinct terms count). Only texts long enough to
+    hold that many terms are tokenized.
     """
-    if model.tokenizer.ngrams * (len(text) // 2 + 1) <= limits.max_terms:
-        return None
-    distinct = len(term_counts(text, model.tokenizer)[0])
-    return distinct if distinct > limits.max_terms else None
+    worst = None
+    for tokenizer in {base.tokenizer for base in getattr(model, "bases", [model])}:
+        if tokenizer.ngrams * (len(text) // 2 + 1) <= limits.max_terms:
+            continue
+        distinct = len(term_counts(text, tokenizer)[0])
+        if distinct > limits.max_terms and (worst is None or distinct > worst):
+            worst = distinct
+    return worst
 
 
 def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offsets: dict[int, int],
