@@ -545,7 +545,12 @@ def test_embedded_broker_lifecycle_survives_sigstop(tmp_path) -> None:  # noqa: 
         os.kill(pid, signal.SIGSTOP)  # what the fault-injection test will do
         assert not kafka_metadata_ready(host, int(port), timeout=0.3)
         os.kill(pid, signal.SIGCONT)
-        assert kafka_metadata_ready(host, int(port))
+        # It must answer again; under a loaded CI machine the resumed process can take longer than
+        # one probe's 1 s to be scheduled and drain the stalled probe's connection, so keep probing.
+        deadline = time.monotonic() + 20.0
+        while not kafka_metadata_ready(host, int(port)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert kafka_metadata_ready(host, int(port), timeout=5.0)
         os.kill(pid, signal.SIGSTOP)  # left stopped: stop() must still end it
     assert not broker.is_running
     with pytest.raises(ProcessLookupError):
