@@ -11,7 +11,10 @@ class TermArena:
     """The entries of each term, contiguous in one array (the inverted index's skeleton).
 
     Term ``n`` owns ``slot[start[n] : start[n] + length[n]]`` (entry slots) and
-    the parallel ``cls`` (their class ids), sorted by class id: an entry is
+    the parallel ``cls`` (their class ids) and ``count`` (a copy of each entry's
+    stored count ``hi + lo``, kept by the entry loops, so that reading the counts
+    of a term's entries walks one region instead of looking up each slot: at a
+    million entries those lookups are cache misses), sorted by class id: an entry is
     found by binary search, so no hash table of entries is needed. Each
     region has spare capacity that doubles when full (the region then moves to
     the end), so inserts are amortized cheap and reading the entries of many
@@ -33,6 +36,7 @@ class TermArena:
     def __init__(self) -> None:
         self.slot = np.zeros(0, dtype=np.int64)
         self.cls = np.zeros(0, dtype=np.int32)
+        self.count = np.zeros(0)
         self.start = np.zeros(0, dtype=np.int64)
         self.length = np.zeros(0, dtype=np.int64)
         self.capacity = np.zeros(0, dtype=np.int64)
@@ -59,6 +63,7 @@ class TermArena:
         if self.used > len(self.slot):
             self.slot = grow(self.slot, self.used)
             self.cls = grow(self.cls, self.used)
+            self.count = grow(self.count, len(self.slot))
         return at
 
     def release(self, term: int) -> None:
@@ -72,6 +77,15 @@ class TermArena:
         if size > len(self.slot):
             self.slot = grow(self.slot, size)
             self.cls = grow(self.cls, len(self.slot))
+            self.count = grow(self.count, len(self.slot))
+
+    def copy_counts(self, hi: np.ndarray, lo: np.ndarray) -> None:
+        """Set :attr:`count` of every live entry from the entry tables (after a restore or a rescale)."""
+        terms = np.flatnonzero(self.length)
+        index, _ = self.ranges(terms)
+        self.count = np.zeros(len(self.slot))
+        slots = self.slot[index]
+        self.count[index] = hi[slots] + lo[slots]
 
     def compact(self) -> None:
         """Repack every term's region (capacity = max(4, length)), dropping garbage."""
@@ -83,9 +97,11 @@ class TermArena:
         new_index = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(len(old_index))
         slot = np.zeros(int(capacity.sum()), dtype=np.int64)
         cls = np.zeros(len(slot), dtype=np.int32)
+        count = np.zeros(len(slot))
         slot[new_index] = self.slot[old_index]
         cls[new_index] = self.cls[old_index]
-        self.slot, self.cls = slot, cls
+        count[new_index] = self.count[old_index]
+        self.slot, self.cls, self.count = slot, cls, count
         self.start[terms] = starts
         self.capacity[terms] = capacity
         self.start[self.capacity == 0] = 0

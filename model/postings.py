@@ -43,7 +43,7 @@ class PostingCache:
         #: (it changes with every update, like the postings, so it is cached with them).
         self.log_background = np.zeros(0)
         self.recomputed = 0
-        # per entry slot: C(l,n) - D(l,n) as of the count kept_count[s] and the discounts' numbers kept_values
+        # per arena position: C(l,n) - D(l,n) as of the count kept_count[p] and the discounts' numbers kept_values
         self.kept_count = np.zeros(0)
         self.kept_rest = np.zeros(0)
         self.kept_values: tuple | None = None
@@ -62,7 +62,7 @@ class PostingCache:
             self.computed_at[old:] = -1
             self.log_background = grow(self.log_background, len(arena.start))
 
-    def kept_discounts(self, entry_slots: int, values: tuple) -> tuple[bool, np.ndarray, np.ndarray]:
+    def kept_discounts(self, positions: int, values: tuple) -> tuple[bool, np.ndarray, np.ndarray]:
         """``(keep, kept_count, kept_rest)`` for :func:`model.loops.weights.posting_ratios`.
 
         The kept discounts hold for the numbers ``kept_values``. Numbers that
@@ -77,11 +77,11 @@ class PostingCache:
                 return False, self.kept_count, self.kept_rest
             self.kept_count[:] = np.nan
             self.kept_values = values
-        if len(self.kept_count) < entry_slots:
+        if len(self.kept_count) < positions:
             old = len(self.kept_count)
-            self.kept_count = grow(self.kept_count, entry_slots)
+            self.kept_count = grow(self.kept_count, positions)
             self.kept_count[old:] = np.nan
-            self.kept_rest = grow(self.kept_rest, entry_slots)
+            self.kept_rest = grow(self.kept_rest, positions)
         return True, self.kept_count, self.kept_rest
 
     def reserve_scratch(self, size: int) -> None:
