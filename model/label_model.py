@@ -128,7 +128,8 @@ class LabelModel:
         args = (terms, postings.computed_at, state.epoch, arena.start, arena.length, arena.cls, arena.count,
                 scale, forms, np.array(values, dtype=np.float64), denominator,
                 by_mass, state.cls_mass.hi, state.cls_mass.lo, state.term_mass.hi, state.term_mass.lo, *affine,
-                postings.log_background, *postings.kept_discounts(len(arena.slot), tuple(values)))
+                postings.log_background, *postings.kept_discounts(len(arena.slot), tuple(values)),
+                *postings.whole_count_memo())
         n, stale = posting_ratios(*args, postings.ratio, postings.position)
         if n < 0:  # the scratch is too small: grow it, then compute (nothing was changed)
             postings.reserve_scratch(-n)

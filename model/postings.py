@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from .loops.scoring import count_stale
-from .loops.weights import SCALAR_LOG_LIMIT, store_weights
+from .loops.weights import SCALAR_LOG_LIMIT, WHOLE_MEMO, store_weights
 from .arena import TermArena
 from .arrays import grow
 
@@ -48,6 +48,10 @@ class PostingCache:
         self.kept_rest = np.zeros(0)
         self.kept_values: tuple | None = None
         self.last_values: tuple | None = None
+        # per whole count below WHOLE_MEMO: k - D(k), valid in the refresh call numbered memo_call[k]
+        self.memo_rest = np.zeros(WHOLE_MEMO)
+        self.memo_call = np.full(WHOLE_MEMO, -1, dtype=np.int64)
+        self.calls = 0
         # scratch of the compiled refresh: stale postings' ratios and their arena positions
         self.ratio = np.zeros(1024)
         self.position = np.zeros(1024, dtype=np.int64)
@@ -83,6 +87,11 @@ class PostingCache:
             self.kept_count[old:] = np.nan
             self.kept_rest = grow(self.kept_rest, positions)
         return True, self.kept_count, self.kept_rest
+
+    def whole_count_memo(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(memo_rest, memo_call, call)`` for one call of :func:`model.loops.weights.posting_ratios`."""
+        self.calls += 1
+        return self.memo_rest, self.memo_call, self.calls
 
     def reserve_scratch(self, size: int) -> None:
         """Room for ``size`` stale postings in :attr:`ratio` / :attr:`position` (filled by the compiled

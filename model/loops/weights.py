@@ -20,8 +20,9 @@ from numba import njit
 LINEAR, POWER, ABSOLUTE = 0, 1, 2
 
 #: Whole counts below this have their discounted count computed once per refresh (most counts, without
-#: decay: a Kneser-Ney delta, which moves every update, then costs a power per distinct count, not per posting).
-_SMALL = 64
+#: decay: a Kneser-Ney delta, which moves every update, then costs a power per distinct count, not per posting;
+#: at a million entries the common words' counts in each label run into the thousands).
+WHOLE_MEMO = 4096
 
 #: With at most this many stale postings the ``log1p`` runs in the compiled loop (no numpy call).
 SCALAR_LOG_LIMIT = 256
@@ -76,7 +77,7 @@ def class_terms(n, mass_hi, mass_lo, docs_hi, docs_lo, refs, scale, mu, theta, d
 @njit(cache=True, nogil=True)
 def posting_ratios(terms, computed_at, epoch, starts, lengths, cls, count, scale, forms, values,
                    denominator, by_mass, mass_hi, mass_lo, term_hi, term_lo, pb_a, pb_b, log_background, keep,
-                   kept_count, kept_rest, ratio, position):  # pragma: no cover - compiled
+                   kept_count, kept_rest, memo_rest, memo_call, call, ratio, position):  # pragma: no cover - compiled
     """The ratios ``r = (C(l,n) - D(l,n)) / ((mu + D(l)) p_b(n))`` of the stale postings of ``terms``.
 
     Stale: ``computed_at[t] != epoch``; each stale term is marked fresh (repeats
@@ -95,8 +96,11 @@ def posting_ratios(terms, computed_at, epoch, starts, lengths, cls, count, scale
     entries it changed only, not of every posting it makes stale. A position
     whose entry moved or changed keeps a pair that is still right for its own
     count, which then differs from the entry's: the pair is recomputed. Whole
-    counts below ``_SMALL`` are discounted once per call (the same function of
-    the same numbers: the same bits).
+    counts below :data:`WHOLE_MEMO` (most counts, without decay or weighting)
+    are discounted once per call instead, without reading the kept pairs (the
+    same function of the same numbers: the same bits): ``memo_rest[k]`` holds
+    ``k - D(k)`` where ``memo_call[k] == call``, a number the caller makes new
+    for every call.
     """
     need = 0
     for i in range(terms.shape[0]):
@@ -107,7 +111,6 @@ def posting_ratios(terms, computed_at, epoch, starts, lengths, cls, count, scale
         return -need, 0
     n = 0
     stale = 0
-    small_rest = np.full(_SMALL, np.nan)  # C - D(C) of the whole counts below _SMALL met in this call
     for i in range(terms.shape[0]):
         t = terms[i]
         if computed_at[t] == epoch:
@@ -123,16 +126,16 @@ def posting_ratios(terms, computed_at, epoch, starts, lengths, cls, count, scale
                 den = denominator[0] * ((mass_hi[c] + mass_lo[c]) * scale)
             else:
                 den = denominator[c]
-            if keep and kept_count[p] == x:
+            if x < WHOLE_MEMO and x >= 0.0 and x == np.floor(x):  # a whole count: once per call
+                k = np.int64(x)
+                if memo_call[k] != call:
+                    memo_rest[k] = x - chain_discount(forms, values, x)
+                    memo_call[k] = call
+                rest = memo_rest[k]
+            elif keep and kept_count[p] == x:
                 rest = kept_rest[p]
             else:  # a changed count (or numbers): its discount anew
-                if x < _SMALL and x >= 0.0 and x == np.floor(x):  # a small whole count: once per call
-                    k = np.int64(x)
-                    if small_rest[k] != small_rest[k]:
-                        small_rest[k] = x - chain_discount(forms, values, x)
-                    rest = small_rest[k]
-                else:
-                    rest = x - chain_discount(forms, values, x)
+                rest = x - chain_discount(forms, values, x)
                 if keep:
                     kept_count[p] = x
                     kept_rest[p] = rest

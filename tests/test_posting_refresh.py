@@ -1,12 +1,17 @@
-"""The term arena's per-position copy of each entry's count (what the posting refresh reads) equals the entry
-tables after every kind of change: learning (regions growing and moving), unlearning (entries freed, regions
-shifting), compaction, decay with rebases of the origin, and a snapshot restore."""
+"""What the posting refresh reads and keeps between calls (model/loops/weights.py ``posting_ratios``).
+
+The term arena's per-position copy of each entry's count equals the entry tables after every kind of change:
+learning (regions growing and moving), unlearning (entries freed, regions shifting), compaction, decay with
+rebases of the origin, and a snapshot restore. The discounted whole counts the refresh memoizes hold for one
+call only: a Kneser-Ney delta moves with every update, and scoring between such updates matches the dense
+reference."""
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from sgm.model import MNB
+from tests.reference import DenseReference, as_array
 
 
 def assert_counts_copied(model: MNB) -> None:
@@ -44,3 +49,20 @@ def test_arena_counts_follow_the_entries(ops) -> None:
         assert_counts_copied(model)
         if live:
             model.predict_proba_one(" ".join(doc))  # the refresh reads the copies
+
+
+def test_kneser_ney_delta_moving_between_scores_matches_the_reference() -> None:
+    """Whole counts up to the thousands (the memo's range), a delta that every learn moves, a score after each."""
+    model = MNB("u_pd", delta="kn")
+    reference = DenseReference(model.spec, dict(model.params))
+    rng = np.random.default_rng(3)
+    query = {f"w{i}": 1.0 for i in range(12)}
+    for n in range(40):
+        doc = {f"w{int(i)}": float(c) for i, c in zip(rng.integers(0, 30, size=6), rng.integers(1, 400, size=6))}
+        doc[f"rare{n}"] = 1.0 if n % 3 else 2.0  # moves n1 / n2, so the delta
+        label = "ab"[n % 2]
+        model.learn_one(doc, label, id=f"d{n}")
+        reference.learn(doc, [label], None, f"d{n}")
+        classes, log_post = model.predict_log_proba_many([query])
+        expected = as_array(reference.log_posterior(query), classes, reference.multilabel)
+        np.testing.assert_allclose(log_post[0], expected, rtol=0, atol=1e-9)
