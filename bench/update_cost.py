@@ -108,7 +108,7 @@ class SizeRun:
             for i in range(20):
                 docs, labels = fresh.take(1)
                 model.learn_one(docs[0], labels[0], id=f"warm{i}")
-                model.predict_one(self.score_docs[i])
+                model.predict_one(self.score_docs[i % len(self.score_docs)])
                 model.forget(f"warm{i}")
         self.per_round: dict[str, list[float]] = {spec: [] for spec in SPECS}
 
@@ -120,7 +120,7 @@ class SizeRun:
             for i in range(r * self.pairs, (r + 1) * self.pairs):
                 start = clock()
                 model.learn_one(self.learn_docs[i], self.learn_labels[i], id=f"t{i}")
-                model.predict_one(self.score_docs[i])
+                model.predict_one(self.score_docs[i % len(self.score_docs)])
                 spent += clock() - start
                 model.forget(f"t{i}")  # untimed: the next pair finds the model at the size measured
             self.per_round[spec].append(spent / self.pairs)

@@ -12,9 +12,10 @@ class TermArena:
 
     Term ``n`` owns ``slot[start[n] : start[n] + length[n]]`` (entry slots) and
     the parallel ``cls`` (their class ids) and ``count`` (a copy of each entry's
-    stored count ``hi + lo``, kept by the entry loops, so that reading the counts
-    of a term's entries walks one region instead of looking up each slot: at a
-    million entries those lookups are cache misses), sorted by class id: an entry is
+    stored count ``hi + lo``, kept by the entry loops once :meth:`copy_counts`
+    started it, i.e. once the model scores: reading the counts of a term's
+    entries then walks one region instead of looking up each slot, which at a
+    million entries are cache misses), sorted by class id: an entry is
     found by binary search, so no hash table of entries is needed. Each
     region has spare capacity that doubles when full (the region then moves to
     the end), so inserts are amortized cheap and reading the entries of many
@@ -63,7 +64,8 @@ class TermArena:
         if self.used > len(self.slot):
             self.slot = grow(self.slot, self.used)
             self.cls = grow(self.cls, self.used)
-            self.count = grow(self.count, len(self.slot))
+            if len(self.count):
+                self.count = grow(self.count, len(self.slot))
         return at
 
     def release(self, term: int) -> None:
@@ -77,13 +79,21 @@ class TermArena:
         if size > len(self.slot):
             self.slot = grow(self.slot, size)
             self.cls = grow(self.cls, len(self.slot))
-            self.count = grow(self.count, len(self.slot))
+            if len(self.count):
+                self.count = grow(self.count, len(self.slot))
+
+    @property
+    def counting(self) -> bool:
+        """Whether :attr:`count` is kept (empty until :meth:`copy_counts`: a model that only learns
+        does not pay 8 bytes per arena position for it)."""
+        return len(self.count) > 0
 
     def copy_counts(self, hi: np.ndarray, lo: np.ndarray) -> None:
-        """Set :attr:`count` of every live entry from the entry tables (after a restore or a rescale)."""
+        """Set :attr:`count` of every live entry from the entry tables (to start keeping it, or after a
+        restore or a rescale); from then on the entry loops keep it."""
         terms = np.flatnonzero(self.length)
         index, _ = self.ranges(terms)
-        self.count = np.zeros(len(self.slot))
+        self.count = np.zeros(max(len(self.slot), 1))
         slots = self.slot[index]
         self.count[index] = hi[slots] + lo[slots]
 
@@ -97,11 +107,13 @@ class TermArena:
         new_index = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(len(old_index))
         slot = np.zeros(int(capacity.sum()), dtype=np.int64)
         cls = np.zeros(len(slot), dtype=np.int32)
-        count = np.zeros(len(slot))
         slot[new_index] = self.slot[old_index]
         cls[new_index] = self.cls[old_index]
-        count[new_index] = self.count[old_index]
-        self.slot, self.cls, self.count = slot, cls, count
+        if self.counting:
+            count = np.zeros(max(len(slot), 1))
+            count[new_index] = self.count[old_index]
+            self.count = count
+        self.slot, self.cls = slot, cls
         self.start[terms] = starts
         self.capacity[terms] = capacity
         self.start[self.capacity == 0] = 0

@@ -66,15 +66,19 @@ class PostingCache:
             self.computed_at[old:] = -1
             self.log_background = grow(self.log_background, len(arena.start))
 
-    def kept_discounts(self, positions: int, values: tuple) -> tuple[bool, np.ndarray, np.ndarray]:
+    def kept_discounts(self, positions: int, values: tuple, wanted: bool = True) -> tuple[bool, np.ndarray, np.ndarray]:
         """``(keep, kept_count, kept_rest)`` for :func:`model.loops.weights.posting_ratios`.
 
         The kept discounts hold for the numbers ``kept_values``. Numbers that
         move with every update (a Kneser-Ney delta) would make keeping them a
-        pass over every entry slot per update: they are not kept (``keep``
+        pass over every arena position per update: they are not kept (``keep``
         false) until the same numbers come twice in a row, when the kept
-        values are forgotten (NaN counts) and kept anew for them.
+        values are forgotten (NaN counts) and kept anew for them. Not ``wanted``
+        (whole counts, which the refresh discounts once per call): nothing is kept
+        and nothing allocated.
         """
+        if not wanted:
+            return False, self.kept_count, self.kept_rest
         last, self.last_values = self.last_values, values
         if values != self.kept_values:
             if values != last:

@@ -632,7 +632,8 @@ class CountState:
         for sums in (self.cls_docs, self.cls_mass, self.term_mass, self.term_df):
             sums.ldexp(-half_lives)
         self.ent_count.ldexp(-half_lives, n)
-        self.arena.copy_counts(self.ent_count.hi, self.ent_count.lo)
+        if self.arena.counting:
+            self.arena.copy_counts(self.ent_count.hi, self.ent_count.lo)
         for total in (self.total_mass, self.total_docs, self.class_docs_total):
             total.ldexp(-half_lives)
         for record in self.docs.values():
@@ -719,7 +720,8 @@ class CountState:
         self.doc_terms = sum(len(r.terms) for r in self.docs.values())
         self.term_name_bytes = sum(len(name) for name in self.terms.ids)
         self.rebuild_expiry()
-        self.arena.copy_counts(self.ent_count.hi, self.ent_count.lo)
+        if self.arena.counting:
+            self.arena.copy_counts(self.ent_count.hi, self.ent_count.lo)
         self._active = None
         self.epoch += 1
 

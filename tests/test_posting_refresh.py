@@ -46,9 +46,21 @@ def test_arena_counts_follow_the_entries(ops) -> None:
             model = MNB.from_bytes(model.to_bytes())
         else:
             model.state.arena.compact()
-        assert_counts_copied(model)
         if live:
-            model.predict_proba_one(" ".join(doc))  # the refresh reads the copies
+            model.predict_proba_one(" ".join(doc))  # a refresh of known terms starts the copy, then reads it
+        if model.state.arena.counting:
+            assert_counts_copied(model)
+
+
+def test_a_model_that_only_learns_keeps_no_count_copy() -> None:
+    model = MNB("uc_pd_jm_dp", beta=0.3, mu=5.0, delta=0.6)
+    for n in range(30):
+        model.learn_one(f"w{n % 7} w{n % 11} x{n}", "ab"[n % 2], id=f"d{n}")
+    assert not model.state.arena.counting and len(model.state.arena.count) == 0
+    model.predict_one("w1 w2")
+    assert model.state.arena.counting
+    model.learn_one("w1 w3 new", "a", id="late")
+    assert_counts_copied(model)
 
 
 def test_kneser_ney_delta_moving_between_scores_matches_the_reference() -> None:
