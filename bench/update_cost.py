@@ -1,6 +1,6 @@
 """Streaming update cost: learn one document, score one, alternating, as the model grows.
 
-    python -m bench.update_cost [--sizes 10000 100000 1000000] [--pairs 400] [--json OUT]
+    python -m bench.update_cost [--sizes 10000 100000 1000000] [--pairs 200] [--interleave-sizes] [--json OUT]
 
 Issue #18, must-show 1. At 200 labels, for models of about 10k, 100k and 1M
 (label, term) entries, the CPU time of one ``learn_one`` (a new document) plus
@@ -29,6 +29,9 @@ and scores another, and the learned one is forgotten again untimed, so that
 every pair finds the model at the size measured. The specs run
 interleaved in rounds (A/B/C/D, repeated) so that load on the shared machine
 falls on all of them alike; the reported figure is each spec's median round.
+With ``--interleave-sizes`` the sizes' rounds are interleaved too (every model
+held at once), so that the largest-vs-smallest ratio is measured under the same
+load.
 Times are process CPU times.
 """
 from __future__ import annotations
@@ -92,36 +95,67 @@ def grown(spec: str, params: dict, entries: int, seed: int) -> tuple[MNB, int]:
     return model, learned
 
 
-def measure(entries: int, pairs: int, rounds: int, seed: int) -> dict:
-    models = {spec: grown(spec, params, entries, seed)[0] for spec, params in SPECS.items()}
-    fresh = Documents(seed + 1)
-    learn_docs, learn_labels = fresh.take(pairs * rounds)
-    score_docs, _ = fresh.take(pairs * rounds)
-    for model in models.values():  # compiled code loaded, caches in their steady state
-        for i in range(20):
-            docs, labels = fresh.take(1)
-            model.learn_one(docs[0], labels[0], id=f"warm{i}")
-            model.predict_one(score_docs[i])
-            model.forget(f"warm{i}")
-    per_round: dict[str, list[float]] = {spec: [] for spec in SPECS}
-    for r in range(rounds):
-        for spec, model in models.items():
+class SizeRun:
+    """The four specs' models grown to one size, the documents of their pairs, and the times of their rounds."""
+
+    def __init__(self, entries: int, pairs: int, rounds: int, seed: int) -> None:
+        self.entries, self.pairs = entries, pairs
+        self.models = {spec: grown(spec, params, entries, seed)[0] for spec, params in SPECS.items()}
+        fresh = Documents(seed + 1)
+        self.learn_docs, self.learn_labels = fresh.take(pairs * rounds)
+        self.score_docs, _ = fresh.take(pairs * rounds)
+        for model in self.models.values():  # compiled code loaded, caches in their steady state
+            for i in range(20):
+                docs, labels = fresh.take(1)
+                model.learn_one(docs[0], labels[0], id=f"warm{i}")
+                model.predict_one(self.score_docs[i % len(self.score_docs)])
+                model.forget(f"warm{i}")
+        self.per_round: dict[str, list[float]] = {spec: [] for spec in SPECS}
+
+    def round(self, r: int) -> None:
+        """Round ``r``: each spec's ``pairs`` pairs in turn."""
+        for spec, model in self.models.items():
             gc.collect()
             spent = 0.0
-            for i in range(r * pairs, (r + 1) * pairs):
+            for i in range(r * self.pairs, (r + 1) * self.pairs):
                 start = clock()
-                model.learn_one(learn_docs[i], learn_labels[i], id=f"t{i}")
-                model.predict_one(score_docs[i])
+                model.learn_one(self.learn_docs[i], self.learn_labels[i], id=f"t{i}")
+                model.predict_one(self.score_docs[i % len(self.score_docs)])
                 spent += clock() - start
                 model.forget(f"t{i}")  # untimed: the next pair finds the model at the size measured
-            per_round[spec].append(spent / pairs)
-    ms = {spec: 1000 * statistics.median(times) for spec, times in per_round.items()}
-    state = models["u_jm"].state  # the postings a scored document reads (and an update makes stale)
-    touched = [sum(int(state.arena.length[state.terms.ids[t]]) for t in doc if t in state.terms.ids)
-               for doc in score_docs[:200]]
-    return {"entries_target": entries, "entries": {s: m.state.n_entries for s, m in models.items()},
-            "postings_per_scored_doc": statistics.mean(touched),
-            "ms_per_pair": ms, "ratio_to_u_jm": {s: ms[s] / ms["u_jm"] for s in ms}}
+            self.per_round[spec].append(spent / self.pairs)
+
+    def result(self) -> dict:
+        ms = {spec: 1000 * statistics.median(times) for spec, times in self.per_round.items()}
+        state = self.models["u_jm"].state  # the postings a scored document reads (and an update makes stale)
+        touched = [sum(int(state.arena.length[state.terms.ids[t]]) for t in doc if t in state.terms.ids)
+                   for doc in self.score_docs[:200]]
+        return {"entries_target": self.entries, "entries": {s: m.state.n_entries for s, m in self.models.items()},
+                "postings_per_scored_doc": statistics.mean(touched),
+                "ms_per_pair": ms, "ratio_to_u_jm": {s: ms[s] / ms["u_jm"] for s in ms}}
+
+
+def measure(entries: int, pairs: int, rounds: int, seed: int) -> dict:
+    run = SizeRun(entries, pairs, rounds, seed)
+    for r in range(rounds):
+        run.round(r)
+    return run.result()
+
+
+def measure_interleaved(sizes: list[int], pairs: int, rounds: int, seed: int) -> list[dict]:
+    """Every size's models held at once and their rounds interleaved (size after size, round after round), so
+    that a change of load on the shared machine falls on every size alike, as it does on every spec."""
+    runs = [SizeRun(entries, pairs, rounds, seed) for entries in sizes]
+    for r in range(rounds):
+        for run in runs if r % 2 == 0 else runs[::-1]:
+            run.round(r)
+    return [run.result() for run in runs]
+
+
+def report(r: dict) -> None:
+    cells = "  ".join(f"{s} {r['ms_per_pair'][s]:.3f} ms ({r['ratio_to_u_jm'][s]:.2f}x)" for s in SPECS)
+    print(f"{r['entries_target']:>9,} entries (actual {min(r['entries'].values()):,}; {r['postings_per_scored_doc']:,.0f} "
+          f"postings per scored document): {cells}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,15 +164,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=200, help="learn + predict pairs per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--interleave-sizes", action="store_true",
+                        help="hold every size's models at once and interleave their rounds (the 1M-vs-10k ratio "
+                             "measured under the same load; more memory)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
-    results = []
-    for entries in args.sizes:
-        r = measure(entries, args.pairs, args.rounds, args.seed)
-        results.append(r)
-        cells = "  ".join(f"{s} {r['ms_per_pair'][s]:.3f} ms ({r['ratio_to_u_jm'][s]:.2f}x)" for s in SPECS)
-        print(f"{entries:>9,} entries (actual {min(r['entries'].values()):,}; {r['postings_per_scored_doc']:,.0f} postings "
-              f"per scored document): {cells}", flush=True)
+    if args.interleave_sizes:
+        results = measure_interleaved(args.sizes, args.pairs, args.rounds, args.seed)
+        for r in results:
+            report(r)
+    else:
+        results = []
+        for entries in args.sizes:
+            results.append(measure(entries, args.pairs, args.rounds, args.seed))
+            report(results[-1])
     if len(results) > 1:
         first, last = results[0], results[-1]
         growth = {s: last["ms_per_pair"][s] / first["ms_per_pair"][s] for s in SPECS}

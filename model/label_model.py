@@ -65,6 +65,11 @@ class LabelModel:
         self.theta = params.get("theta", 1.0)
         self.postings = PostingCache()
         self._class_terms: ClassTerms | None = None
+        #: Training counts can be fractional (learn-time TF-IDF weights): the refresh keeps each entry's
+        #: discounted count per arena position. Whole counts (raw counts, no decay) need no kept pairs: the
+        #: refresh discounts each distinct whole count once per call, and the pairs would cost 16 bytes per
+        #: arena position (4 per one-entry term).
+        self.learn_weighted = spec.weighting is not None and not spec.weighting.startswith("qidf")
 
     # ------------------------------------------------------------ derived values
     def class_terms(self, state: "CountState") -> ClassTerms:
@@ -124,11 +129,15 @@ class LabelModel:
             derived = self.class_terms(state)
             values, denominator, by_mass = derived.values, derived.denominator, False
         arena, postings = state.arena, self.postings
+        if not arena.counting:  # from the first score on, the entry loops keep the arena's count copy
+            arena.copy_counts(state.ent_count.hi, state.ent_count.lo)
         postings.reserve(arena)
-        args = (terms, postings.computed_at, state.epoch, arena.start, arena.length, arena.slot, arena.cls,
-                state.ent_count.hi, state.ent_count.lo, scale, forms, np.array(values, dtype=np.float64), denominator,
+        args = (terms, postings.computed_at, state.epoch, arena.start, arena.length, arena.cls, arena.count,
+                scale, forms, np.array(values, dtype=np.float64), denominator,
                 by_mass, state.cls_mass.hi, state.cls_mass.lo, state.term_mass.hi, state.term_mass.lo, *affine,
-                postings.log_background, *postings.kept_discounts(len(state.ent_refs), tuple(values)))
+                postings.log_background, *postings.kept_discounts(len(arena.slot), tuple(values),
+                                                                  self.learn_weighted or state.clock.half_life is not None),
+                *postings.whole_count_memo())
         n, stale = posting_ratios(*args, postings.ratio, postings.position)
         if n < 0:  # the scratch is too small: grow it, then compute (nothing was changed)
             postings.reserve_scratch(-n)

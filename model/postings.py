@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from .loops.scoring import count_stale
-from .loops.weights import SCALAR_LOG_LIMIT, store_weights
+from .loops.weights import SCALAR_LOG_LIMIT, WHOLE_MEMO, store_weights
 from .arena import TermArena
 from .arrays import grow
 
@@ -43,11 +43,15 @@ class PostingCache:
         #: (it changes with every update, like the postings, so it is cached with them).
         self.log_background = np.zeros(0)
         self.recomputed = 0
-        # per entry slot: C(l,n) - D(l,n) as of the count kept_count[s] and the discounts' numbers kept_values
+        # per arena position: C(l,n) - D(l,n) as of the count kept_count[p] and the discounts' numbers kept_values
         self.kept_count = np.zeros(0)
         self.kept_rest = np.zeros(0)
         self.kept_values: tuple | None = None
         self.last_values: tuple | None = None
+        # per whole count below WHOLE_MEMO: k - D(k), valid in the refresh call numbered memo_call[k]
+        self.memo_rest = np.zeros(WHOLE_MEMO)
+        self.memo_call = np.full(WHOLE_MEMO, -1, dtype=np.int64)
+        self.calls = 0
         # scratch of the compiled refresh: stale postings' ratios and their arena positions
         self.ratio = np.zeros(1024)
         self.position = np.zeros(1024, dtype=np.int64)
@@ -62,27 +66,36 @@ class PostingCache:
             self.computed_at[old:] = -1
             self.log_background = grow(self.log_background, len(arena.start))
 
-    def kept_discounts(self, entry_slots: int, values: tuple) -> tuple[bool, np.ndarray, np.ndarray]:
+    def kept_discounts(self, positions: int, values: tuple, wanted: bool = True) -> tuple[bool, np.ndarray, np.ndarray]:
         """``(keep, kept_count, kept_rest)`` for :func:`model.loops.weights.posting_ratios`.
 
         The kept discounts hold for the numbers ``kept_values``. Numbers that
         move with every update (a Kneser-Ney delta) would make keeping them a
-        pass over every entry slot per update: they are not kept (``keep``
+        pass over every arena position per update: they are not kept (``keep``
         false) until the same numbers come twice in a row, when the kept
-        values are forgotten (NaN counts) and kept anew for them.
+        values are forgotten (NaN counts) and kept anew for them. Not ``wanted``
+        (whole counts, which the refresh discounts once per call): nothing is kept
+        and nothing allocated.
         """
+        if not wanted:
+            return False, self.kept_count, self.kept_rest
         last, self.last_values = self.last_values, values
         if values != self.kept_values:
             if values != last:
                 return False, self.kept_count, self.kept_rest
             self.kept_count[:] = np.nan
             self.kept_values = values
-        if len(self.kept_count) < entry_slots:
+        if len(self.kept_count) < positions:
             old = len(self.kept_count)
-            self.kept_count = grow(self.kept_count, entry_slots)
+            self.kept_count = grow(self.kept_count, positions)
             self.kept_count[old:] = np.nan
-            self.kept_rest = grow(self.kept_rest, entry_slots)
+            self.kept_rest = grow(self.kept_rest, positions)
         return True, self.kept_count, self.kept_rest
+
+    def whole_count_memo(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(memo_rest, memo_call, call)`` for one call of :func:`model.loops.weights.posting_ratios`."""
+        self.calls += 1
+        return self.memo_rest, self.memo_call, self.calls
 
     def reserve_scratch(self, size: int) -> None:
         """Room for ``size`` stale postings in :attr:`ratio` / :attr:`position` (filled by the compiled

@@ -193,7 +193,7 @@ class CountState:
         arena = self.arena
         arrays = (self.cls_refs.nbytes + self.cls_entries.nbytes + self.term_refs.nbytes + self.term_raw.nbytes
                   + self.ent_class.nbytes + self.ent_term.nbytes + self.ent_refs.nbytes + self.free_stack.nbytes
-                  + arena.slot.nbytes + arena.cls.nbytes + arena.start.nbytes + arena.length.nbytes
+                  + arena.slot.nbytes + arena.cls.nbytes + arena.count.nbytes + arena.start.nbytes + arena.length.nbytes
                   + arena.capacity.nbytes)
         for sums in (self.cls_docs, self.cls_mass, self.term_mass, self.term_df, self.ent_count):
             arrays += sums.hi.nbytes + sums.lo.nbytes
@@ -313,8 +313,8 @@ class CountState:
         counters = self._counters()
         at = 0
         while True:
-            status, at = add_entries(terms, classes, values, at, arena.slot, arena.cls, arena.start, arena.length,
-                                     arena.capacity, self.ent_class, self.ent_term, self.ent_count.hi,
+            status, at = add_entries(terms, classes, values, at, arena.slot, arena.cls, arena.count, arena.start,
+                                     arena.length, arena.capacity, self.ent_class, self.ent_term, self.ent_count.hi,
                                      self.ent_count.lo, self.ent_refs, self.free_stack, self.term_mass.hi,
                                      self.term_mass.lo, self.cls_entries, counters, *SPILL.reserve(len(terms)),
                                      self.journal)
@@ -606,7 +606,7 @@ class CountState:
         arena = self.arena
         counters = self._counters()
         remove_entries(np.tile(terms, n_classes), np.repeat(np.array(record.classes, dtype=np.int64), len(terms)),
-                       np.tile(contrib, n_classes), arena.slot, arena.cls, arena.start, arena.length,
+                       np.tile(contrib, n_classes), arena.slot, arena.cls, arena.count, arena.start, arena.length,
                        self.ent_count.hi, self.ent_count.lo, self.ent_refs, self.free_stack, self.term_mass.hi,
                        self.term_mass.lo, self.cls_entries, self.cls_mass.hi, self.cls_mass.lo, counters,
                        *SPILL.reserve(n_classes * len(terms)), self.journal)
@@ -632,6 +632,8 @@ class CountState:
         for sums in (self.cls_docs, self.cls_mass, self.term_mass, self.term_df):
             sums.ldexp(-half_lives)
         self.ent_count.ldexp(-half_lives, n)
+        if self.arena.counting:
+            self.arena.copy_counts(self.ent_count.hi, self.ent_count.lo)
         for total in (self.total_mass, self.total_docs, self.class_docs_total):
             total.ldexp(-half_lives)
         for record in self.docs.values():
@@ -718,6 +720,8 @@ class CountState:
         self.doc_terms = sum(len(r.terms) for r in self.docs.values())
         self.term_name_bytes = sum(len(name) for name in self.terms.ids)
         self.rebuild_expiry()
+        if self.arena.counting:
+            self.arena.copy_counts(self.ent_count.hi, self.ent_count.lo)
         self._active = None
         self.epoch += 1
 

@@ -70,7 +70,7 @@ def _find(arena_cls, start, length, klass):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def add_entries(pair_terms, pair_classes, pair_values, first,
-                arena_slot, arena_cls, term_start, term_length, term_capacity,
+                arena_slot, arena_cls, arena_count, term_start, term_length, term_capacity,
                 ent_class, ent_term, ent_hi, ent_lo, ent_refs, free_stack,
                 term_hi, term_lo, cls_entries, counters, spill_index, spill_value,
                 spill_count, journal):  # pragma: no cover - compiled
@@ -83,6 +83,7 @@ def add_entries(pair_terms, pair_classes, pair_values, first,
     which array must grow before calling again from pair ``i`` (nothing of
     pair ``i`` has been applied then). Every slot changed is noted in ``journal``.
     """
+    counting = arena_count.shape[0] > 0  # the arena keeps its count copy (once a model scores)
     for i in range(first, pair_terms.shape[0]):
         t = pair_terms[i]
         c = pair_classes[i]
@@ -103,6 +104,8 @@ def add_entries(pair_terms, pair_classes, pair_values, first,
                 for k in range(length):
                     arena_slot[moved + k] = arena_slot[start + k]
                     arena_cls[moved + k] = arena_cls[start + k]
+                    if counting:
+                        arena_count[moved + k] = arena_count[start + k]
                 counters[ARENA_USED] += capacity
                 counters[ARENA_GARBAGE] += term_capacity[t]
                 term_start[t] = moved
@@ -117,6 +120,8 @@ def add_entries(pair_terms, pair_classes, pair_values, first,
             for k in range(length, at, -1):  # keep the region sorted by class
                 arena_slot[start + k] = arena_slot[start + k - 1]
                 arena_cls[start + k] = arena_cls[start + k - 1]
+                if counting:
+                    arena_count[start + k] = arena_count[start + k - 1]
             arena_slot[start + at] = s
             arena_cls[start + at] = c
             term_length[t] = length + 1
@@ -129,6 +134,8 @@ def add_entries(pair_terms, pair_classes, pair_values, first,
             ent_refs[s] = 0
             cls_entries[c] += 1
         two_sum(ent_hi, ent_lo, s, x)
+        if counting:
+            arena_count[start + at] = ent_hi[s] + ent_lo[s]
         ent_refs[s] += 1
         exact_add(term_hi, term_lo, t, x, spill_index, spill_value, spill_count)
         _journal(journal, counters, s)
@@ -137,7 +144,7 @@ def add_entries(pair_terms, pair_classes, pair_values, first,
 
 @njit(cache=True, nogil=True)
 def remove_entries(pair_terms, pair_classes, pair_values,
-                   arena_slot, arena_cls, term_start, term_length,
+                   arena_slot, arena_cls, arena_count, term_start, term_length,
                    ent_hi, ent_lo, ent_refs, free_stack,
                    term_hi, term_lo, cls_entries, cls_hi, cls_lo, counters, spill_index, spill_value,
                    spill_count, journal):  # pragma: no cover - compiled
@@ -148,6 +155,7 @@ def remove_entries(pair_terms, pair_classes, pair_values,
     drops the residuals of such terms and classes). The term mass is exact and
     needs no clamping. Every slot changed is noted in ``journal``.
     """
+    counting = arena_count.shape[0] > 0
     for i in range(pair_terms.shape[0]):
         t = pair_terms[i]
         c = pair_classes[i]
@@ -161,6 +169,8 @@ def remove_entries(pair_terms, pair_classes, pair_values,
         if ent_hi[s] + ent_lo[s] < 0.0:
             ent_hi[s] = 0.0
             ent_lo[s] = 0.0
+        if counting:
+            arena_count[start + at] = ent_hi[s] + ent_lo[s]
         exact_add(term_hi, term_lo, t, x, spill_index, spill_value, spill_count)
         ent_refs[s] -= 1
         if ent_refs[s] == 0:
@@ -169,6 +179,8 @@ def remove_entries(pair_terms, pair_classes, pair_values,
             for k in range(at, length - 1):
                 arena_slot[start + k] = arena_slot[start + k + 1]
                 arena_cls[start + k] = arena_cls[start + k + 1]
+                if counting:
+                    arena_count[start + k] = arena_count[start + k + 1]
             term_length[t] = length - 1
             free_stack[counters[FREE_TOP]] = s
             counters[FREE_TOP] += 1

@@ -20,8 +20,9 @@ from numba import njit
 LINEAR, POWER, ABSOLUTE = 0, 1, 2
 
 #: Whole counts below this have their discounted count computed once per refresh (most counts, without
-#: decay: a Kneser-Ney delta, which moves every update, then costs a power per distinct count, not per posting).
-_SMALL = 64
+#: decay: a Kneser-Ney delta, which moves every update, then costs a power per distinct count, not per posting;
+#: at a million entries the common words' counts in each label run into the thousands).
+WHOLE_MEMO = 4096
 
 #: With at most this many stale postings the ``log1p`` runs in the compiled loop (no numpy call).
 SCALAR_LOG_LIMIT = 256
@@ -74,9 +75,9 @@ def class_terms(n, mass_hi, mass_lo, docs_hi, docs_lo, refs, scale, mu, theta, d
 
 
 @njit(cache=True, nogil=True)
-def posting_ratios(terms, computed_at, epoch, starts, lengths, slot, cls, ent_hi, ent_lo, scale, forms, values,
+def posting_ratios(terms, computed_at, epoch, starts, lengths, cls, count, scale, forms, values,
                    denominator, by_mass, mass_hi, mass_lo, term_hi, term_lo, pb_a, pb_b, log_background, keep,
-                   kept_count, kept_rest, ratio, position):  # pragma: no cover - compiled
+                   kept_count, kept_rest, memo_rest, memo_call, call, ratio, position):  # pragma: no cover - compiled
     """The ratios ``r = (C(l,n) - D(l,n)) / ((mu + D(l)) p_b(n))`` of the stale postings of ``terms``.
 
     Stale: ``computed_at[t] != epoch``; each stale term is marked fresh (repeats
@@ -86,13 +87,20 @@ def posting_ratios(terms, computed_at, epoch, starts, lengths, slot, cls, ent_hi
     size needed is returned. ``by_mass``: ``mu + D(l) = denominator[0] * C(l)`` (a constant
     smoothing weight: no per-class array), else ``denominator[l]``.
 
-    ``C(l,n) - D(l,n)`` depends on the entry's count and the discounts' numbers
-    alone: with ``keep`` it is kept per entry slot (``kept_rest[s]``, for the
-    count ``kept_count[s]``; the caller resets ``kept_count`` to NaN when the
-    numbers change), so that an update recomputes the discounts of the entries
-    it changed only, not of every posting it makes stale. Whole counts below
-    ``_SMALL`` are discounted once per call (the same function of the same
-    numbers: the same bits).
+    The counts are the arena's copies (``count[p]``, stored units, times
+    ``scale``): a term's are read in one walk of its region, as are the kept
+    values. ``C(l,n) - D(l,n)`` depends on the entry's count and the discounts'
+    numbers alone: with ``keep`` it is kept per arena position (``kept_rest[p]``,
+    for the count ``kept_count[p]``; the caller resets ``kept_count`` to NaN when
+    the numbers change), so that an update recomputes the discounts of the
+    entries it changed only, not of every posting it makes stale. A position
+    whose entry moved or changed keeps a pair that is still right for its own
+    count, which then differs from the entry's: the pair is recomputed. Whole
+    counts below :data:`WHOLE_MEMO` (most counts, without decay or weighting)
+    are discounted once per call instead, without reading the kept pairs (the
+    same function of the same numbers: the same bits): ``memo_rest[k]`` holds
+    ``k - D(k)`` where ``memo_call[k] == call``, a number the caller makes new
+    for every call.
     """
     need = 0
     for i in range(terms.shape[0]):
@@ -103,7 +111,6 @@ def posting_ratios(terms, computed_at, epoch, starts, lengths, slot, cls, ent_hi
         return -need, 0
     n = 0
     stale = 0
-    small_rest = np.full(_SMALL, np.nan)  # C - D(C) of the whole counts below _SMALL met in this call
     for i in range(terms.shape[0]):
         t = terms[i]
         if computed_at[t] == epoch:
@@ -113,26 +120,25 @@ def posting_ratios(terms, computed_at, epoch, starts, lengths, slot, cls, ent_hi
         pb = pb_a * (term_hi[t] + term_lo[t]) + pb_b
         log_background[t] = np.log(pb)
         for p in range(starts[t], starts[t] + lengths[t]):
-            s = slot[p]
-            x = (ent_hi[s] + ent_lo[s]) * scale
+            x = count[p] * scale
             c = cls[p]
             if by_mass:
                 den = denominator[0] * ((mass_hi[c] + mass_lo[c]) * scale)
             else:
                 den = denominator[c]
-            if keep and kept_count[s] == x:
-                rest = kept_rest[s]
+            if x < WHOLE_MEMO and x >= 0.0 and x == np.floor(x):  # a whole count: once per call
+                k = np.int64(x)
+                if memo_call[k] != call:
+                    memo_rest[k] = x - chain_discount(forms, values, x)
+                    memo_call[k] = call
+                rest = memo_rest[k]
+            elif keep and kept_count[p] == x:
+                rest = kept_rest[p]
             else:  # a changed count (or numbers): its discount anew
-                if x < _SMALL and x >= 0.0 and x == np.floor(x):  # a small whole count: once per call
-                    k = np.int64(x)
-                    if small_rest[k] != small_rest[k]:
-                        small_rest[k] = x - chain_discount(forms, values, x)
-                    rest = small_rest[k]
-                else:
-                    rest = x - chain_discount(forms, values, x)
+                rest = x - chain_discount(forms, values, x)
                 if keep:
-                    kept_count[s] = x
-                    kept_rest[s] = rest
+                    kept_count[p] = x
+                    kept_rest[p] = rest
             ratio[n] = rest / (den * pb)
             position[n] = p
             n += 1
