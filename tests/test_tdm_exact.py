@@ -139,6 +139,29 @@ def within(log_post: np.ndarray, expected: np.ndarray, tolerance: float, pruned:
     assert close.all(), (log_post, expected)
 
 
+def apply_op(model: TDM, op) -> TDM:
+    """``op`` applied to ``model`` alone (no reference; a refused unlearn is skipped), for tests that run two
+    models in lockstep; returns the model to keep (a restore gives a new one). Score ops are left to the caller."""
+    kind = op[0]
+    if kind == "learn":
+        _, doc, labels, ts, doc_id = op
+        model.learn_one(doc, labels, ts=ts, id=doc_id)
+    elif kind == "batch":
+        items = op[1]
+        model.learn_many([d for d, _, _, _ in items], [lab for _, lab, _, _ in items],
+                         ts=[t for _, _, t, _ in items], ids=[d for _, _, _, d in items])
+    elif kind == "forget":
+        model.forget(op[1])
+    elif kind == "unlearn":
+        try:
+            model.unlearn_one(None, op[2], id=op[1])
+        except LearnGuardError:
+            pass
+    elif kind == "restore":
+        return restored_copy(model)
+    return model
+
+
 def replay(config, op_list, final_queries, **extra):
     model = make_model(config, **extra)
     reference = DenseTDMReference.for_model(model)

@@ -11,9 +11,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sgm.model import TDM, LearnGuardError
+from sgm.model import TDM
 from tests.reference_tdm import DenseTDMReference
-from tests.test_tdm_exact import LABELS, VOCAB, check, configs, documents, ops, restored_copy
+from tests.test_tdm_exact import LABELS, VOCAB, apply_op, check, configs, documents, ops
 
 
 def numpy_weights(model: TDM) -> TDM:
@@ -51,23 +51,7 @@ def test_compiled_posting_weights_equal_the_numpy_expression(config, op_list, qu
     assert models[0].nodes.smoothing.chain.forms is not None  # every built-in kernel discount has a form
     for op in op_list:
         kind = op[0]
-        for i, model in enumerate(models):
-            if kind == "learn":
-                _, doc, labels, ts, doc_id = op
-                model.learn_one(doc, labels, ts=ts, id=doc_id)
-            elif kind == "batch":
-                items = op[1]
-                model.learn_many([d for d, _, _, _ in items], [lab for _, lab, _, _ in items],
-                                 ts=[t for _, _, t, _ in items], ids=[d for _, _, _, d in items])
-            elif kind == "forget":
-                model.forget(op[1])
-            elif kind == "unlearn":
-                try:
-                    model.unlearn_one(None, op[2], id=op[1])
-                except LearnGuardError:
-                    pass
-            elif kind == "restore":
-                models[i] = restored_copy(model)
+        models = [apply_op(model, op) for model in models]
         models[1] = numpy_weights(models[1])
         if kind == "score" and len(models[0]):
             same(models[0], models[1], [op[1]])

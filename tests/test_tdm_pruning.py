@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sgm.model import TDM, LearnGuardError
+from sgm.model import TDM
 from tests.reference_tdm import DenseTDMReference, class_name
-from tests.test_tdm_exact import PRUNING_TOLERANCE, configs, documents, ops, restored_copy, within
+from tests.test_tdm_exact import PRUNING_TOLERANCE, apply_op, configs, documents, ops, within
 
 LOG_TOLERANCE = 1e-10  # between two summation orders of the same sums: round-off only
 
@@ -52,23 +52,7 @@ def test_pruned_scores_equal_unpruned_scores(config, op_list, queries):
     models = [TDM(spec, **options, **params), TDM(spec, **options, **params, node_pruning=False)]
     for op in op_list:
         kind = op[0]
-        for i, model in enumerate(models):
-            if kind == "learn":
-                _, doc, labels, ts, doc_id = op
-                model.learn_one(doc, labels, ts=ts, id=doc_id)
-            elif kind == "batch":
-                items = op[1]
-                model.learn_many([d for d, _, _, _ in items], [lab for _, lab, _, _ in items],
-                                 ts=[t for _, _, t, _ in items], ids=[d for _, _, _, d in items])
-            elif kind == "forget":
-                model.forget(op[1])
-            elif kind == "unlearn":
-                try:
-                    model.unlearn_one(None, op[2], id=op[1])
-                except LearnGuardError:
-                    pass
-            elif kind == "restore":
-                models[i] = restored_copy(model)
+        models = [apply_op(model, op) for model in models]
         if kind == "score" and len(models[0]):
             same_scores(models[0], models[1], [op[1]])
     assert models[0].node_pruning and not models[1].node_pruning  # the option survives snapshots
