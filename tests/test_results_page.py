@@ -188,3 +188,22 @@ def test_label_rule_steps_choose_the_output_rule_per_candidate_and_the_stream_re
                                                                                 encoding="utf-8")
     replay = results.run_entry(stream, results.Runner(work, resume=True), None, {"toy-split": done})
     assert replay["ours"][0]["commands"][0].endswith("--label-threshold 0.35")
+
+
+def test_the_committed_page_has_every_section_the_docs_cite_by_name():
+    # README, EVALUATION.md and bench/mail_stream.py send readers to RESULTS.md's "Whole emails": a kept section
+    # that a regeneration must carry over (one run wrote the page without it and nothing noticed).
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    page = (root / "docs" / "RESULTS.md").read_text(encoding="utf-8")
+    cited = set()
+    for doc in [root / "README.md", *sorted((root / "docs").glob("*.md")), root / "bench" / "mail_stream.py"]:
+        text = doc.read_text(encoding="utf-8")
+        cited |= {name for name in ("Whole emails",) if f'RESULTS.md, "{name}"' in text or f'RESULTS.md ("{name}")' in text
+                  or f'RESULTS.md "{name}"' in text}
+    assert cited, "the docs no longer cite a RESULTS.md section by name: update this test"
+    headings = [line for line in page.splitlines() if line.startswith("## ")]
+    for name in cited:
+        assert any(h.startswith(f"## {name}") for h in headings), f"RESULTS.md lost its cited section {name!r}"
+    assert results.kept_sections(page), "the kept section's markers are gone: a regeneration would drop it"
