@@ -68,6 +68,15 @@ def relative_bound(margin_nats: float) -> float:
     return math.exp(-margin_nats) / (1.0 - math.exp(-margin_nats))
 
 
+def wide_model(config, items) -> MNB:
+    """An MNB of ``config`` that learned ``items`` (document, label number) in order, one per second."""
+    spec, params, half_life, _ = config
+    model = MNB(spec, half_life=half_life, **params)
+    for i, (doc, label) in enumerate(items):
+        model.learn_one(doc, f"l{label}", ts=float(i), id=f"d{i}")
+    return model
+
+
 def assert_same_ranking(pruned, pruned_topk, dense, dense_topk, margin_nats=pruned_module.MARGIN_NATS,
                         bound=None):
     """Same labels in the same order (ties broken alike); each posterior ``p'`` of the pruned path within
@@ -165,10 +174,7 @@ wide_documents = st.dictionaries(st.sampled_from(WIDE_VOCAB), counts, min_size=1
 def test_many_labels_small_margins_prune_within_their_bound(config, items, queries, k, margin_nats):
     """Up to 40 labels over 40 words: documents meet some labels and not others, so classes are left
     out by their bounds; the labels stay exact and each posterior within the margin's bound."""
-    spec, params, half_life, multilabel = config
-    model = MNB(spec, half_life=half_life, **params)
-    for i, (doc, label) in enumerate(items):
-        model.learn_one(doc, f"l{label}", ts=float(i), id=f"d{i}")
+    model = wide_model(config, items)
     if k >= len(model.classes_):
         return
     assert_same_ranking(*paths(model, queries, k, None, 1, margin_nats), margin_nats)
@@ -274,10 +280,7 @@ def test_tolerance_keeps_labels_exact_and_posteriors_within_it(config, items, qu
     """Up to 40 labels over 40 words, the public ``tolerance`` argument: the top-k labels (and the labels
     above a threshold) are the dense pass's, and every emitted posterior ``p'`` satisfies
     ``p <= p' <= p (1 + tau)`` against the dense ``p`` (up to the rounding of the sums)."""
-    spec, params, half_life, multilabel = config
-    model = MNB(spec, half_life=half_life, **params)
-    for i, (doc, label) in enumerate(items):
-        model.learn_one(doc, f"l{label}", ts=float(i), id=f"d{i}")
+    model = wide_model(config, items)
     if k >= len(model.classes_):
         return
     assert_same_ranking(*paths(model, queries, k, threshold, 1, tolerance=tolerance), bound=tolerance)
@@ -377,10 +380,7 @@ def test_blocks_of_labels_without_postings_skip_only_what_cannot_reach(config, i
                                                                        block_size):
     """Small blocks (``BLOCK_SIZE`` 1, 3, 8 over up to 40 labels) so that the per-block bound of the labels
     without postings decides often: the labels and posteriors are still the dense pass's (within tau)."""
-    spec, params, half_life, multilabel = config
-    model = MNB(spec, half_life=half_life, **params)
-    for i, (doc, label) in enumerate(items):
-        model.learn_one(doc, f"l{label}", ts=float(i), id=f"d{i}")
+    model = wide_model(config, items)
     if k >= len(model.classes_):
         return
     with pytest.MonkeyPatch.context() as patch:
