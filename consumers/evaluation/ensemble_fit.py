@@ -30,8 +30,8 @@ from scipy.optimize import minimize
 
 from sgm.consumers.evaluation import measures as metrics
 from sgm.consumers.evaluation.documents import documents as read_as, uses_mail
-from sgm.consumers.evaluation.harness import (EvalSetup, SCORE_BATCH, cross_validation_folds, is_multilabel,
-                                              labelled, prepare_config, random_partition, train_test)
+from sgm.consumers.evaluation.harness import (EvalSetup, cross_validation_folds, is_multilabel, labelled, learn_split,
+                                              log_posteriors_in_batches, prepare_config, random_partition, train_test)
 from sgm.model import Ensemble, build_model, model_config
 from sgm.model.ensemble import FLOOR, meta_feature_count, meta_features, pool
 
@@ -131,16 +131,13 @@ class BaseRuns:
         for j, config in enumerate(self.configs):
             model = build_model(config)
             started = time.perf_counter()
-            model.learn_many([self.read[i] for i in fit_index], [d.labels for d in fit_docs],
-                             ts=[d.ts for d in fit_docs], ids=[d.id for d in fit_docs])
+            learn_split(model, [self.read[i] for i in fit_index], fit_docs)
             self.learn_seconds += time.perf_counter() - started
             started = time.perf_counter()
-            for start in range(0, len(score_index), SCORE_BATCH):
-                part = [self.read[i] for i in score_index[start: start + SCORE_BATCH]]
-                names, lp = model.predict_log_proba_many(part)
+            names, lp = log_posteriors_in_batches(model, [self.read[i] for i in score_index])
+            if len(lp):
                 columns = [self.column[c] for c in names]
-                out[j, start: start + len(part)][:, columns] = np.maximum(np.nan_to_num(lp, nan=FLOOR,
-                                                                                         neginf=FLOOR), FLOOR)
+                out[j][:, columns] = np.maximum(np.nan_to_num(lp, nan=FLOOR, neginf=FLOOR), FLOOR)
             self.score_seconds += time.perf_counter() - started
         return out
 

@@ -386,6 +386,22 @@ def _scorer(model, docs: Sequence[LabelledDoc], setup: EvalSetup) -> tuple[Score
     return Scorer(model.multilabel, threshold, positive, decision, getattr(model, "label_threshold", None)), positive
 
 
+def learn_split(model, documents: Sequence, train: Sequence[LabelledDoc]) -> None:
+    """``model`` learns a split's training side as every split evaluation does: one batch, in order, with the
+    documents' labels, timestamps and ids (``documents``: ``train`` as the model reads it)."""
+    model.learn_many(documents, [d.labels for d in train], ts=[d.ts for d in train], ids=[d.id for d in train])
+
+
+def log_posteriors_in_batches(model, documents: Sequence) -> tuple[list, np.ndarray]:
+    """``model``'s class names and its log posteriors of ``documents`` (one row each), scored
+    :data:`SCORE_BATCH` at a time as a split evaluation scores."""
+    classes, rows = [], []
+    for start in range(0, len(documents), SCORE_BATCH):
+        classes, log_post = model.predict_log_proba_many(documents[start : start + SCORE_BATCH])
+        rows.append(log_post)
+    return list(classes), (np.vstack(rows) if rows else np.empty((0, 0)))
+
+
 def evaluate_split(config: Mapping[str, Any], train: Sequence[LabelledDoc], test: Sequence[LabelledDoc],
                    setup: EvalSetup | None = None, documents: tuple[Sequence, Sequence] | None = None,
                    progress: bool | None = False, keep_outcomes: bool = False) -> dict[str, Any]:
@@ -413,7 +429,7 @@ def evaluate_split(config: Mapping[str, Any], train: Sequence[LabelledDoc], test
     train_docs, test_docs = documents
 
     started = time.perf_counter()
-    model.learn_many(train_docs, [d.labels for d in train], ts=[d.ts for d in train], ids=[d.id for d in train])
+    learn_split(model, train_docs, train)
     learn_seconds = time.perf_counter() - started
 
     outcomes = Outcomes()

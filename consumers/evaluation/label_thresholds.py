@@ -42,7 +42,7 @@ import numpy as np
 from sgm.model import build_model
 from sgm.model.label_marginals import chosen_by_threshold, label_marginals
 
-from .harness import SCORE_BATCH, DevTask, prepare_config, random_partition
+from .harness import DevTask, learn_split, log_posteriors_in_batches, prepare_config, random_partition
 
 #: Thresholds a choice considers: 0.05, 0.10, ..., 0.95.
 THRESHOLD_GRID = tuple(round(0.05 * i, 2) for i in range(1, 20))
@@ -79,14 +79,9 @@ def dev_marginals(task: DevTask, config: Mapping[str, Any]) -> DevMarginals:
         model = build_model(config)
         if model.multilabel != "powerset":
             raise ValueError("a label threshold applies to multilabel='powerset' configurations")
-        model.learn_many(task.read.for_config(config, train_index), [d.labels for d in train],
-                         ts=[d.ts for d in train], ids=[d.id for d in train])  # as evaluate_split learns
-        documents = task.read.for_config(config, test_index)
-        rows, classes = [], None
-        for start in range(0, len(test), SCORE_BATCH):
-            classes, log_post = model.predict_log_proba_many(documents[start : start + SCORE_BATCH])
-            rows.append(np.exp(log_post))
-        post = np.vstack(rows)
+        learn_split(model, task.read.for_config(config, train_index), train)
+        classes, log_post = log_posteriors_in_batches(model, task.read.for_config(config, test_index))
+        post = np.exp(log_post)
         labels, marginals = label_marginals(classes, post)
         argmax = [frozenset(classes[j]) for j in np.argmax(post, axis=1).tolist()]
         parts.append(([frozenset(d.labels) for d in test], labels, marginals, argmax))
