@@ -134,6 +134,8 @@ class ServiceConfig:
             raise ValueError("topics need at least one partition")
         if self.top_k < 1:
             raise ValueError("top_k must be at least 1")
+        if self.label_threshold is not None and not 0 < self.label_threshold <= 1:  # a typo would output all/none
+            raise ValueError(f"--label-threshold must lie in (0, 1] (or be none), got {self.label_threshold!r}")
         if self.posterior_tolerance is not None and not 0 < self.posterior_tolerance < 1:
             raise ValueError(f"--posterior-tolerance must lie in (0, 1) (or be none), got {self.posterior_tolerance!r}")
         if self.on_training_log_reset not in LOG_RESET_POLICIES:

@@ -51,6 +51,10 @@ def test_bad_values_are_refused():
     for bad in ("0", "1", "-0.1", "nan"):
         with pytest.raises(ValueError, match="posterior-tolerance"):
             parse(["--posterior-tolerance", bad])
+    for bad in ("0", "1.5", "-0.2", "nan"):  # an operator's typo would output every label or none
+        with pytest.raises(ValueError, match="label-threshold"):
+            parse(["--label-threshold", bad])
+    assert parse(["--label-threshold", "1"]).label_threshold == 1.0
 
 
 def test_posterior_tolerance_from_flag_and_environment():
