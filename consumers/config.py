@@ -173,8 +173,14 @@ class ServiceConfig:
         """The model configuration dict (the preset's, the ``--config`` file over it, then flags on top)."""
         base: dict[str, Any] = preset(self.preset).model_config() if self.preset else {}
         if self.config:
-            base.update(json.loads(Path(self.config).read_text()))
-        out = {"model": base.get("model", self.model), "params": dict(base.get("params") or {})}
+            loaded = json.loads(Path(self.config).read_text())
+            if not isinstance(loaded, dict):
+                raise ValueError(f"--config {self.config}: a model configuration is a JSON object, got "
+                                 f"{type(loaded).__name__}")
+            base.update(loaded)
+        # every key of the file: build_model keeps the options it knows (kernel_sum, node_pruning, an ensemble's
+        # bases ...) and refuses a misspelt one, instead of this method dropping what it does not list
+        out = {**base, "model": base.get("model", self.model), "params": dict(base.get("params") or {})}
         if base and self.model != _default("model"):
             out["model"] = self.model  # an explicit --model wins over the file and the preset
         out["params"].update(self.param)
@@ -186,12 +192,8 @@ class ServiceConfig:
                 out[key] = value
             elif base.get(key) is not None:
                 out[key] = base[key]
-        if "multilabel" not in out:
+        if out.get("multilabel") is None:
             out["multilabel"] = self.multilabel
-        if base.get("label_threshold") is not None:  # a powerset file's output rule (not the per-label setting below)
-            out["label_threshold"] = base["label_threshold"]
-        if out["model"] == "ensemble":  # sgm ensemble's file: the bases and the fitted pool (fixed when served)
-            out.update({key: base[key] for key in ("bases", "weights", "bias", "meta", "floor") if key in base})
         return out
 
     def decision(self) -> SpamDecision | None:

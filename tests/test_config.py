@@ -43,6 +43,23 @@ def test_model_params_from_flags_env_and_config_file(tmp_path):
     assert served.multilabel == "powerset" and served.label_threshold == 0.35
 
 
+def test_every_model_key_of_a_config_file_reaches_the_model(tmp_path):
+    # sgm tune writes TDM kernel options too; the service used to keep only the keys it listed, so a tuned
+    # TDM was served with the default kernel and a misspelt key vanished without a word
+    path = tmp_path / "tdm.json"
+    path.write_text(json.dumps({"model": "tdm_uc_jm_dp_kpd_kdp", "kernel_sum": "binned", "kernel_bin_width": 0.5,
+                                "node_pruning": False}))
+    served = build_model(parse(["--config", str(path)]).model_config())
+    assert served.config()["kernel_sum"] == "binned" and served.config()["kernel_bin_width"] == 0.5
+    assert served.node_pruning is False
+    path.write_text(json.dumps({"model": "u_jm", "half_lfe": 60}))
+    with pytest.raises(ValueError, match="half_lfe"):
+        build_model(parse(["--config", str(path)]).model_config())
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="JSON object"):
+        parse(["--config", str(path)]).model_config()
+
+
 def test_bad_values_are_refused():
     with pytest.raises(SystemExit):
         parse(["--role", "janitor"])
