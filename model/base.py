@@ -198,6 +198,10 @@ class GenerativeTextModel(PosteriorPredictions):
         self._lexicon: TermLexicon | None = None  # built on the first text scored
         self.rebuild_caches()
 
+    def tokenizers(self) -> tuple[Tokenizer, ...]:
+        """The tokenizers that read this model's texts (one; an ensemble has one per distinct base reading)."""
+        return (self.tokenizer,)
+
     def rebuild_caches(self) -> None:
         """(Re)create what derives from the state; called after construction, restore, or a new ``state``."""
         self._names: tuple | None = None

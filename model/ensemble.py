@@ -253,6 +253,10 @@ class Ensemble(PosteriorPredictions):
     def document_ids(self) -> set[str]:
         return self.bases[0].document_ids()
 
+    def tokenizers(self) -> tuple:
+        """The distinct tokenizers of the bases, in base order (the service caps a text's terms under each)."""
+        return tuple(dict.fromkeys(base.tokenizer for base in self.bases))
+
     @property
     def reads_messages_one_way(self) -> bool:
         """Every base reads a whole email with the same mail options (so :meth:`read_message` is theirs)."""

@@ -282,3 +282,21 @@ def test_ensemble_served_through_a_real_broker(kafka_broker, tmp_path):
     assert all(o[0].model["kind"] == "ensemble" and o[0].top_k for o in outputs.values())
     # the served ensemble equals one trained in-process on the valid records (every base bit for bit)
     assert running.service.model.checksum() == reference_model(cfg, events).checksum()
+
+
+def test_a_text_over_the_term_cap_under_any_base_tokenizer_is_refused():
+    """An ensemble caps a text's distinct terms under each base's tokenizer (the most terms count): a text
+    within the cap as words but over it as words + bigrams is refused, for the ensemble as for its bigram base."""
+    from sgm.consumers.service.training import too_many_text_terms
+    from sgm.stream.schemas.limits import Limits
+
+    words = MNB("u_jm")
+    bigrams = MNB("u_jm", tokenizer=Tokenizer(ngrams=2))
+    ensemble = Ensemble([words, bigrams], [0.5, 0.5])
+    assert ensemble.tokenizers() == (words.tokenizer, bigrams.tokenizer)
+    assert Ensemble([words, MNB("uc_pd_jm_dp")], [0.5, 0.5]).tokenizers() == (words.tokenizer,)
+    text = " ".join(f"w{i}" for i in range(40))  # 40 distinct words, 79 distinct words + bigrams
+    limits = Limits(max_terms=60)
+    assert too_many_text_terms(words, text, limits) is None
+    assert too_many_text_terms(bigrams, text, limits) == 79
+    assert too_many_text_terms(ensemble, text, limits) == 79

@@ -71,7 +71,7 @@ def too_many_text_terms(model: GenerativeTextModel, text: str, limits: Limits) -
     hold that many terms are tokenized.
     """
     worst = None
-    for tokenizer in {base.tokenizer for base in getattr(model, "bases", [model])}:
+    for tokenizer in model.tokenizers():
         if tokenizer.ngrams * (len(text) // 2 + 1) <= limits.max_terms:
             continue
         distinct = len(term_counts(text, tokenizer)[0])
