@@ -36,6 +36,7 @@ from typing import Any
 from sgm.consumers.evaluation.measures import relative_error_reduction
 
 from .label_rule import label_rule_lines, run_label_rule
+from .results_choice import choice_of, choose, run_cv_choice
 from .results_plan import (  # noqa: F401  (re-exported: the plan used to live here)
     Candidate, Entry, PLAN, SPLIT_CANDIDATES, FW_CANDIDATES, BINARY_CANDIDATES, TDM_BINARY_CANDIDATES, ENSEMBLE_BASES,
     ENSEMBLE, ENSEMBLE_R52, STREAM_CANDIDATES, STREAM_FW_CANDIDATES, STREAM_TDM_CANDIDATES, TDM_CANDIDATES)
@@ -167,7 +168,9 @@ def run_entry(entry: Entry, runner: Runner, search: tuple[int, int] | None, done
     peers_json = runner.path(f"{entry.key}.peers{entry.suffix}.json")
     peer_args = [*entry.data_args(), *entry.dev_args, *(["--objective", entry.objective] if entry.objective else [])]
     peer_rows = runner.peers([*peer_args, "--json", str(peers_json)], peers_json)
-    best = max(ours, key=lambda o: o["summary"]["dev_tuned"] if o["summary"] else 0.0)
+    if entry.choose_folds > 1 and not entry.config_from:
+        run_cv_choice(entry, runner, ours, rel)
+    best = choose(entry, ours)
     return {"entry": entry, "search": (iters, points), "ours": ours, "best": best, "peers": peer_rows,
             "peer_command": shlex.join(["python", "-m", "bench.peers", *peer_args])}
 
@@ -237,15 +240,20 @@ def dataset_section(result: dict) -> list[str]:
     iters, points = result["search"]
     how = ("" if entry.config_from else
            f"Search {iters}x{points} per candidate unless the search column below says otherwise; ours = the candidate "
-           f"with the best dev score (✓).")
+           + (f"whose tuned configuration scores best in {entry.choose_folds}-fold cross-validation over the training "
+              "side (✓; \"dev CV\", `bench/results_choice.py`: a search's own best dev score is biased upwards)."
+              if entry.choose_folds > 1 else "with the best dev score (✓)."))
     lines = [f"### {entry.data} — {entry.mode}", "", f"{entry.note}. {how}", ""]
     head = ["system", "setting (chosen on dev)", "dev 1-ROCA%" if entry.objective == "roc_auc" else "dev",
             "Micro-F1" if multi else "accuracy", "Macro-F1", "log loss"]
+    cv = entry.choose_folds > 1 and not entry.config_from
+    if cv:
+        head.insert(3, "dev CV")
     if two_labels:
         head += ["ROC AUC", "1-ROCA%"]
     head += ["learn docs/s", "score docs/s"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for ours in sorted(result["ours"], key=lambda o: -(dev_of(o) or 0.0)):
+    for ours in sorted(result["ours"], key=lambda o: (-(o.get("cv") or 0.0), -(dev_of(o) or 0.0))):
         report = ours["tuned"]
         params = ", ".join(f"{k}={v:.3g}" for k, v in sorted(report["config"]["params"].items()))
         if ours["candidate"].bases:  # an ensemble: its pool, as chosen on dev
@@ -255,6 +263,8 @@ def dataset_section(result: dict) -> list[str]:
         mark = " ✓" if ours is best and len(result["ours"]) > 1 else ""
         cells = [f"**sgm {ours['candidate'].label}**{mark}", params, dev_text(entry, dev_of(ours)), fmt(report[measure]),
                  fmt(report["macro_f1"]), fmt(report["log_loss"], 3)]
+        if cv:
+            cells.insert(3, fmt(ours.get("cv")))
         if two_labels:
             cells += [fmt(report["roc_auc"], 5), fmt(report["one_minus_roca_pct"], 3)]
         cells += [fmt(report["learn_docs_per_s"], 0), fmt(report["score_docs_per_s"], 0)]
@@ -265,6 +275,8 @@ def dataset_section(result: dict) -> list[str]:
             continue
         cells = [row["peer"], peer_setting(row), dev_text(entry, row["dev"]), fmt(row[measure]), fmt(row["macro_f1"]),
                  fmt(row["log_loss"], 3)]
+        if cv:
+            cells.insert(3, "")
         if two_labels:
             cells += [fmt(row["roc_auc"], 5), fmt(row["one_minus_roca_pct"], 3)]
         cells += ["", ""]
@@ -366,7 +378,9 @@ def peer_summary(results: list[dict]) -> list[str]:
     lines = ["## Topic sets: ours vs every tuned peer (issue 19)", "",
              "Accuracy (Micro-F1 on reuters21578, one-vs-rest for the linear peers) on the test splits. \"ours\" = the "
              "dev-chosen candidate among all (fw included); \"before fw\" = the dev-chosen one among the candidates "
-             "without fw (the model before issue 19). RER against each peer, as above.", "",
+             "without fw (the model before issue 19); where a dev cell shows \"CV\", both were chosen by that "
+             "cross-validated score of the tuned configurations (see the dataset's section). RER against each peer, "
+             "as above.", "",
              "| dataset | ours (dev-chosen) | dev | test | before fw | test | "
              + " | ".join(f"{label} | RER" for _, label in names) + " |",
              "|" + "---|" * (6 + 2 * len(names))]
@@ -377,10 +391,11 @@ def peer_summary(results: list[dict]) -> list[str]:
         measure = "micro_f1" if data == "reuters21578" else "accuracy"
         best = result["best"]
         old = [o for o in result["ours"] if o["summary"] and not is_fw(o) and not o["candidate"].bases]
-        before = max(old, key=dev_of) if old else None
+        before = max(old, key=choice_of) if old else None
         peers = {r["peer"]: r for r in result["peers"] if "skipped" not in r}
         ours = best["tuned"][measure]
-        cells = [data, best["candidate"].label, fmt(dev_of(best)), fmt(ours),
+        cells = [data, best["candidate"].label,
+                 fmt(dev_of(best)) + (f" (CV {fmt(best['cv'])})" if best.get("cv") is not None else ""), fmt(ours),
                  before["candidate"].label if before else "–", fmt(before["tuned"][measure]) if before else "–"]
         for key, _ in names:
             peer = peers.get(key, {}).get(measure)
@@ -441,7 +456,7 @@ def ensemble_summary(results: list[dict]) -> list[str]:
     for result, ens in rows:
         measure = "micro_f1" if result["entry"].data == "reuters21578" else "accuracy"
         singles = [o for o in result["ours"] if o["summary"] and not o["candidate"].bases]
-        single = max(singles, key=dev_of)
+        single = max(singles, key=choice_of)
         peers = {r["peer"]: r for r in result["peers"] if "skipped" not in r}
         chosen = ens["summary"]["chosen"]
         cells = [result["entry"].data, ", ".join(f"`{b}`" for b in ens["candidate"].bases),
