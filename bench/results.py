@@ -29,7 +29,6 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -37,132 +36,12 @@ from typing import Any
 from sgm.consumers.evaluation.measures import relative_error_reduction
 
 from .label_rule import label_rule_lines, run_label_rule
+from .results_choice import choice_of, choose, run_cv_choice
+from .results_plan import (  # noqa: F401  (re-exported: the plan used to live here)
+    Candidate, Entry, PLAN, SPLIT_CANDIDATES, FW_CANDIDATES, BINARY_CANDIDATES, TDM_BINARY_CANDIDATES, ENSEMBLE_BASES,
+    ENSEMBLE, ENSEMBLE_R52, STREAM_CANDIDATES, STREAM_FW_CANDIDATES, STREAM_TDM_CANDIDATES, TDM_CANDIDATES)
 
 REPO = Path(__file__).resolve().parents[1]
-
-@dataclass(frozen=True)
-class Candidate:
-    """One configuration family of ours: a spec plus fixed options (e.g. word bigrams)."""
-
-    spec: str
-    options: tuple[str, ...] = ()
-    #: a smaller search than the entry's (slower models)
-    search: tuple[int, int] | None = None
-    #: an ensemble (issue 19): the stems of the entry's candidates it pools, fitted by ``sgm ensemble``
-    bases: tuple[str, ...] = ()
-
-    @property
-    def label(self) -> str:
-        if self.bases:
-            return f"{self.spec} ({len(self.bases)} bases)"
-        return (self.spec + (" +bigrams" if "--ngrams" in self.options else "")
-                + (" +binary" if "--binary" in self.options else ""))
-
-    @property
-    def stem(self) -> str:
-        if self.bases:
-            return self.spec
-        return (self.spec + ("-bigrams" if "--ngrams" in self.options else "")
-                + ("-binary" if "--binary" in self.options else ""))
-
-
-#: The thesis's extended MNB, the same smoothing on raw counts, Pitman-Yor alone and plain Jelinek-Mercer
-#: (the two simplest, most robust families), each with prior scaling; ours = the best on dev.
-SPLIT_CANDIDATES = (Candidate("uc_pd_dp_tXiX_ps"), Candidate("uc_pd_jm_dp_ps"), Candidate("uc_pd_dp_ps"),
-                    Candidate("u_jm_ps"))
-#: Issue 19: supervised term weights (fw) on words, and on words + bigrams. Chosen for the topic sets by the dev searches of the issue's
-#: research (FINDINGS.md there); on the spam streams fw did not help on dev, so they keep STREAM_CANDIDATES.
-FW_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_ps"), Candidate("uc_pd_jm_dp_fw_ps", ("--ngrams", "2")))
-#: Issue 19, the ensemble's own bases: presence (binary) features of words + bigrams with fw, MNB and (r8, webkb:
-#: the research's sets; r52 left out for time) TDM. Candidates in their own right too.
-BINARY_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_ps", ("--ngrams", "2", "--binary")),)
-TDM_BINARY_CANDIDATES = (Candidate("tdm_uc_jm_dp_kpd_kdp_fw", ("--ngrams", "2", "--binary")),)
-#: Issue 19: a log-linear pool of tuned candidates with different smoothing, weighting and features (the research's
-#: ensembles), fitted on dev data by ``sgm ensemble``; r52 without the binary TDM (time).
-ENSEMBLE_BASES = ("uc_pd_jm_dp_fw_ps-bigrams", "uc_pd_jm_dp_fw_ps-bigrams-binary", "tdm_uc_jm_dp_kpd_kdp")
-ENSEMBLE = Candidate("ensemble", bases=ENSEMBLE_BASES + ("tdm_uc_jm_dp_kpd_kdp_fw-bigrams-binary", "uc_pd_dp_tXiX_ps"))
-ENSEMBLE_R52 = Candidate("ensemble", bases=ENSEMBLE_BASES + ("uc_pd_jm_dp_fw_ps",))
-#: Spam streams: raw counts, and word bigrams with linear (fast to update) or Pitman-Yor smoothing; each tuned
-#: for dev ROC AUC (the entries' ``objective``), the measure the page reports.
-STREAM_CANDIDATES = (Candidate("uc_pd_jm_dp_ps"), Candidate("uc_jm_dp_ps", ("--ngrams", "2")),
-                     Candidate("uc_pd_jm_dp_ps", ("--ngrams", "2")))
-#: Supervised term weights on words + bigrams, on the two smaller streams (enron-spam: time).
-STREAM_FW_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_ps", ("--ngrams", "2")),)
-#: TDM on words + bigrams, on spamassassin and sms-spam (enron-spam: its prequential updates cost ~5x MNB's).
-STREAM_TDM_CANDIDATES = (Candidate("tdm_uc_jm_dp_kpd_kdp", ("--ngrams", "2")),)
-#: Added when the TDM module exists (same search size as the MNB candidates).
-TDM_CANDIDATES = (Candidate("tdm_uc_jm_dp_kpd_kdp"),)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One dataset under one protocol."""
-
-    data: str
-    mode: str
-    search: tuple[int, int]
-    shuffle: int | None = None
-    note: str = ""
-    candidates: tuple[Candidate, ...] = SPLIT_CANDIDATES
-    #: extra ``sgm tune`` / ``bench.peers`` arguments (the development data)
-    dev_args: tuple[str, ...] = ()
-    #: evaluate the best tuned configuration of another entry instead of tuning
-    config_from: str | None = None
-    #: the dev measure that tunes every candidate, chooses ours and chooses each peer's setting (``sgm tune
-    #: --objective``; None: accuracy, Micro-F1 on multi-label data). Its outputs get their own file names.
-    objective: str | None = None
-    #: multi-label split data: each tuned candidate's powerset decision rule (arg-max label set, or labels whose
-    #: marginal reaches a threshold) is chosen on its dev data (``sgm tune --choose-label-threshold``, issue 19)
-    label_rule: bool = False
-
-    @property
-    def suffix(self) -> str:
-        return f"-{self.objective}" if self.objective else ""
-
-    @property
-    def key(self) -> str:
-        return f"{self.data}-{self.mode}"
-
-    def data_args(self) -> list[str]:
-        args = ["--data", self.data, "--mode", self.mode]
-        if self.shuffle is not None:
-            args += ["--shuffle", str(self.shuffle)]
-        return args
-
-
-#: Split datasets: one 6x12 search (73 points) for every candidate, the same for all so that dev compares like
-#: with like. The thesis's 40x40 (1,600 points) for the 8-10 candidates per dataset would take ~5 h on two cores
-#: (measured 2026-11-26: 5-10 min per candidate on r8 alone under load); the 6x12 page of that day showed the smaller search
-#: with fw ahead of the older 40x40 page on every topic set.
-PLAN: tuple[Entry, ...] = (
-    Entry("r8", "split", (6, 12), note="standard split (Cardoso-Cachopo)",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES + (ENSEMBLE,)),
-    Entry("r52", "split", (6, 12), note="standard split",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + BINARY_CANDIDATES + (ENSEMBLE_R52,)),
-    Entry("webkb", "split", (6, 12), note="standard split",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES + (ENSEMBLE,)),
-    Entry("reuters21578", "split", (6, 12),
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES, label_rule=True,
-          note="ModApte split, stories with at least one topic (7,775 train / 3,019 test); multi-label as label "
-               "powerset, each candidate's output rule (arg-max label set or a threshold on label marginals) chosen "
-               "on its dev data; the headline measure is Micro-F1"),
-    Entry("reuters21578", "prequential", (0, 0), config_from="reuters21578-split",
-          note="all 11,367 stories with a topic in ts order, test-then-train; label powerset. Not tuned again: "
-               "the configuration tuned on the ModApte training side (row above, its output rule included) is "
-               "replayed as a stream"),
-    Entry("spamassassin", "prequential", (8, 12),
-          candidates=STREAM_CANDIDATES + STREAM_FW_CANDIDATES + STREAM_TDM_CANDIDATES,
-          objective="roc_auc",
-          note="ts order (the time-ordered spam stream); dev = the first 25% of the stream"),
-    Entry("sms-spam", "prequential", (10, 16), shuffle=0,
-          candidates=STREAM_CANDIDATES + STREAM_FW_CANDIDATES + STREAM_TDM_CANDIDATES,
-          objective="roc_auc",
-          note="no usable order: seeded shuffle (seed 0), then test-then-train; dev = the first 25%"),
-    Entry("enron-spam", "prequential", (6, 12), shuffle=0, candidates=STREAM_CANDIDATES, objective="roc_auc",
-          dev_args=("--dev-fraction", "0.1"),
-          note="ham and spam come from different years, so ts order is not usable: seeded shuffle (seed 0); "
-               "dev = the first 10% of the shuffled stream (33,715 long emails: kept small for time)"),
-)
 
 
 def tdm_available() -> bool:
@@ -289,7 +168,9 @@ def run_entry(entry: Entry, runner: Runner, search: tuple[int, int] | None, done
     peers_json = runner.path(f"{entry.key}.peers{entry.suffix}.json")
     peer_args = [*entry.data_args(), *entry.dev_args, *(["--objective", entry.objective] if entry.objective else [])]
     peer_rows = runner.peers([*peer_args, "--json", str(peers_json)], peers_json)
-    best = max(ours, key=lambda o: o["summary"]["dev_tuned"] if o["summary"] else 0.0)
+    if entry.choose_folds > 1 and not entry.config_from:
+        run_cv_choice(entry, runner, ours, rel)
+    best = choose(entry, ours)
     return {"entry": entry, "search": (iters, points), "ours": ours, "best": best, "peers": peer_rows,
             "peer_command": shlex.join(["python", "-m", "bench.peers", *peer_args])}
 
@@ -359,15 +240,20 @@ def dataset_section(result: dict) -> list[str]:
     iters, points = result["search"]
     how = ("" if entry.config_from else
            f"Search {iters}x{points} per candidate unless the search column below says otherwise; ours = the candidate "
-           f"with the best dev score (✓).")
+           + (f"whose tuned configuration scores best in {entry.choose_folds}-fold cross-validation over the training "
+              "side (✓; \"dev CV\", `bench/results_choice.py`: a search's own best dev score is biased upwards)."
+              if entry.choose_folds > 1 else "with the best dev score (✓)."))
     lines = [f"### {entry.data} — {entry.mode}", "", f"{entry.note}. {how}", ""]
     head = ["system", "setting (chosen on dev)", "dev 1-ROCA%" if entry.objective == "roc_auc" else "dev",
             "Micro-F1" if multi else "accuracy", "Macro-F1", "log loss"]
+    cv = entry.choose_folds > 1 and not entry.config_from
+    if cv:
+        head.insert(3, "dev CV")
     if two_labels:
         head += ["ROC AUC", "1-ROCA%"]
     head += ["learn docs/s", "score docs/s"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for ours in sorted(result["ours"], key=lambda o: -(dev_of(o) or 0.0)):
+    for ours in sorted(result["ours"], key=lambda o: (-(o.get("cv") or 0.0), -(dev_of(o) or 0.0))):
         report = ours["tuned"]
         params = ", ".join(f"{k}={v:.3g}" for k, v in sorted(report["config"]["params"].items()))
         if ours["candidate"].bases:  # an ensemble: its pool, as chosen on dev
@@ -377,6 +263,8 @@ def dataset_section(result: dict) -> list[str]:
         mark = " ✓" if ours is best and len(result["ours"]) > 1 else ""
         cells = [f"**sgm {ours['candidate'].label}**{mark}", params, dev_text(entry, dev_of(ours)), fmt(report[measure]),
                  fmt(report["macro_f1"]), fmt(report["log_loss"], 3)]
+        if cv:
+            cells.insert(3, fmt(ours.get("cv")))
         if two_labels:
             cells += [fmt(report["roc_auc"], 5), fmt(report["one_minus_roca_pct"], 3)]
         cells += [fmt(report["learn_docs_per_s"], 0), fmt(report["score_docs_per_s"], 0)]
@@ -387,6 +275,8 @@ def dataset_section(result: dict) -> list[str]:
             continue
         cells = [row["peer"], peer_setting(row), dev_text(entry, row["dev"]), fmt(row[measure]), fmt(row["macro_f1"]),
                  fmt(row["log_loss"], 3)]
+        if cv:
+            cells.insert(3, "")
         if two_labels:
             cells += [fmt(row["roc_auc"], 5), fmt(row["one_minus_roca_pct"], 3)]
         cells += ["", ""]
@@ -488,7 +378,9 @@ def peer_summary(results: list[dict]) -> list[str]:
     lines = ["## Topic sets: ours vs every tuned peer (issue 19)", "",
              "Accuracy (Micro-F1 on reuters21578, one-vs-rest for the linear peers) on the test splits. \"ours\" = the "
              "dev-chosen candidate among all (fw included); \"before fw\" = the dev-chosen one among the candidates "
-             "without fw (the model before issue 19). RER against each peer, as above.", "",
+             "without fw (the model before issue 19); where a dev cell shows \"CV\", both were chosen by that "
+             "cross-validated score of the tuned configurations (see the dataset's section). RER against each peer, "
+             "as above.", "",
              "| dataset | ours (dev-chosen) | dev | test | before fw | test | "
              + " | ".join(f"{label} | RER" for _, label in names) + " |",
              "|" + "---|" * (6 + 2 * len(names))]
@@ -499,10 +391,11 @@ def peer_summary(results: list[dict]) -> list[str]:
         measure = "micro_f1" if data == "reuters21578" else "accuracy"
         best = result["best"]
         old = [o for o in result["ours"] if o["summary"] and not is_fw(o) and not o["candidate"].bases]
-        before = max(old, key=dev_of) if old else None
+        before = max(old, key=choice_of) if old else None
         peers = {r["peer"]: r for r in result["peers"] if "skipped" not in r}
         ours = best["tuned"][measure]
-        cells = [data, best["candidate"].label, fmt(dev_of(best)), fmt(ours),
+        cells = [data, best["candidate"].label,
+                 fmt(dev_of(best)) + (f" (CV {fmt(best['cv'])})" if best.get("cv") is not None else ""), fmt(ours),
                  before["candidate"].label if before else "–", fmt(before["tuned"][measure]) if before else "–"]
         for key, _ in names:
             peer = peers.get(key, {}).get(measure)
@@ -563,7 +456,7 @@ def ensemble_summary(results: list[dict]) -> list[str]:
     for result, ens in rows:
         measure = "micro_f1" if result["entry"].data == "reuters21578" else "accuracy"
         singles = [o for o in result["ours"] if o["summary"] and not o["candidate"].bases]
-        single = max(singles, key=dev_of)
+        single = max(singles, key=choice_of)
         peers = {r["peer"]: r for r in result["peers"] if "skipped" not in r}
         chosen = ens["summary"]["chosen"]
         cells = [result["entry"].data, ", ".join(f"`{b}`" for b in ens["candidate"].bases),
