@@ -55,6 +55,11 @@ STREAM_CANDIDATES = (Candidate("uc_pd_jm_dp_ps"), Candidate("uc_jm_dp_ps", ("--n
 STREAM_FW_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_ps", ("--ngrams", "2")),)
 #: TDM on words + bigrams, on spamassassin and sms-spam (enron-spam: its prequential updates cost ~5x MNB's).
 STREAM_TDM_CANDIDATES = (Candidate("tdm_uc_jm_dp_kpd_kdp", ("--ngrams", "2")),)
+#: Issue 19: the spam streams' pool of every tuned candidate of the entry, fitted on the dev prefix of the stream
+#: (``sgm ensemble --mode prequential``: blocked cross-validation over the bases' prequential posteriors there).
+STREAM_ENSEMBLE = Candidate("ensemble", bases=tuple(c.stem for c in STREAM_CANDIDATES + STREAM_FW_CANDIDATES
+                                                    + STREAM_TDM_CANDIDATES))
+STREAM_ENSEMBLE_ENRON = Candidate("ensemble", bases=tuple(c.stem for c in STREAM_CANDIDATES))
 #: Added when the TDM module exists (same search size as the MNB candidates).
 TDM_CANDIDATES = (Candidate("tdm_uc_jm_dp_kpd_kdp"),)
 
@@ -116,14 +121,15 @@ PLAN: tuple[Entry, ...] = (
                "the configuration tuned on the ModApte training side (row above, its output rule included) is "
                "replayed as a stream"),
     Entry("spamassassin", "prequential", (8, 12),
-          candidates=STREAM_CANDIDATES + STREAM_FW_CANDIDATES + STREAM_TDM_CANDIDATES,
+          candidates=STREAM_CANDIDATES + STREAM_FW_CANDIDATES + STREAM_TDM_CANDIDATES + (STREAM_ENSEMBLE,),
           objective="roc_auc",
           note="ts order (the time-ordered spam stream); dev = the first 25% of the stream"),
     Entry("sms-spam", "prequential", (10, 16), shuffle=0,
-          candidates=STREAM_CANDIDATES + STREAM_FW_CANDIDATES + STREAM_TDM_CANDIDATES,
+          candidates=STREAM_CANDIDATES + STREAM_FW_CANDIDATES + STREAM_TDM_CANDIDATES + (STREAM_ENSEMBLE,),
           objective="roc_auc",
           note="no usable order: seeded shuffle (seed 0), then test-then-train; dev = the first 25%"),
-    Entry("enron-spam", "prequential", (6, 12), shuffle=0, candidates=STREAM_CANDIDATES, objective="roc_auc",
+    Entry("enron-spam", "prequential", (6, 12), shuffle=0, candidates=STREAM_CANDIDATES + (STREAM_ENSEMBLE_ENRON,),
+          objective="roc_auc",
           dev_args=("--dev-fraction", "0.1"),
           note="ham and spam come from different years, so ts order is not usable: seeded shuffle (seed 0); "
                "dev = the first 10% of the shuffled stream (33,715 long emails: kept small for time)"),
