@@ -542,7 +542,8 @@ def stream_summary(results: list[dict]) -> list[str]:
     if pooled:  # must-show 3 of issue 19: what the chosen pool costs beside the best single model, same run
         lines += ["", "Where ours is a pool (`sgm ensemble --mode prequential`: weights fitted on the dev prefix by "
                   "blocked cross-validation, then fixed while every base learns online), its cost beside the "
-                  "dev-chosen single model (single-core docs/s inside learn and score calls):", "",
+                  "dev-chosen single model (single-core docs/s inside learn and score calls, each from its own `sgm "
+                  "eval` step: after a `--resume` the two may come from runs at different loads):", "",
                   "| stream | pool (dev-chosen) | dev 1-ROCA% | 1-ROCA% | learn docs/s | score docs/s | single "
                   "(dev-chosen) | dev 1-ROCA% | 1-ROCA% | learn docs/s | score docs/s |", "|" + "---|" * 11]
         for result in pooled:
