@@ -37,9 +37,10 @@ from sgm.consumers.evaluation.measures import relative_error_reduction
 
 from .label_rule import label_rule_lines, run_label_rule
 from .results_choice import choice_of, choose, run_cv_choice
-from .results_plan import (  # noqa: F401  (re-exported: the plan used to live here)
-    Candidate, Entry, PLAN, SPLIT_CANDIDATES, FW_CANDIDATES, BINARY_CANDIDATES, TDM_BINARY_CANDIDATES, ENSEMBLE_BASES,
-    ENSEMBLE, ENSEMBLE_R52, STREAM_CANDIDATES, STREAM_FW_CANDIDATES, STREAM_TDM_CANDIDATES, TDM_CANDIDATES)
+from .results_plan import (BINARY_CANDIDATES, ENSEMBLE, ENSEMBLE_BASES, ENSEMBLE_R52, FW_CANDIDATES, PLAN,  # noqa: F401
+                           SPLIT_CANDIDATES, STREAM_CANDIDATES, STREAM_ENSEMBLE, STREAM_ENSEMBLE_ENRON,
+                           STREAM_FW_CANDIDATES, STREAM_TDM_CANDIDATES, TDM_BINARY_CANDIDATES, TDM_CANDIDATES,
+                           Candidate, Entry)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -176,11 +177,13 @@ def run_entry(entry: Entry, runner: Runner, search: tuple[int, int] | None, done
 
 
 def run_ensemble(entry: Entry, candidate: Candidate, runner: Runner, stem: str) -> dict[str, Any]:
-    """Issue 19: fit the pool of the entry's tuned ``candidate.bases`` on dev data, then evaluate it on test."""
+    """Issue 19: fit the pool of the entry's tuned ``candidate.bases`` on dev data (the training side, or the
+    stream's dev prefix: ``sgm ensemble --mode prequential``), then evaluate it on test (or replay the stream)."""
     started = time.perf_counter()
     config, fit_json, eval_json = (runner.path(f"{stem}.{kind}.json") for kind in ("config", "tune", "eval"))
-    bases = [runner.path(f"{entry.key}-{base}.config.json") for base in candidate.bases]
-    common = ["ensemble", *entry.data_args(), *entry.dev_args]
+    bases = [runner.path(f"{entry.key}-{base}{entry.suffix}.config.json") for base in candidate.bases]
+    common = ["ensemble", *entry.data_args(), *entry.dev_args,
+              *(["--objective", entry.objective] if entry.objective else [])]
     summary = runner.run(["sgm", *common, *(a for p in bases for a in ("--base", rel(p))), "--out", rel(config)],
                          [sys.executable, "-m", "sgm.consumers.cli", *common,
                           *(a for p in bases for a in ("--base", str(p))), "--out", str(config), "--json", str(fit_json)],
@@ -434,7 +437,8 @@ def pool_choice(chosen: dict, candidate: Candidate) -> str:
     """The pool variant ``sgm ensemble`` chose on dev (a single base, or meta-features / bias / L2 weight)."""
     if chosen.get("base") is not None:
         return f"`{candidate.bases[chosen['base']]}` alone"
-    return f"pool: meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}"
+    return (f"pool: meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}"
+            + (f", floor={chosen['floor']:g}" if chosen.get("floor") is not None else ""))
 
 
 def ensemble_summary(results: list[dict]) -> list[str]:
@@ -550,6 +554,22 @@ def stream_summary(results: list[dict]) -> list[str]:
             cells += [fmt(dev, 3), fmt(peer.get("one_minus_roca_pct"), 3),
                       pct(roca_rer(tuned["one_minus_roca_pct"], peer.get("one_minus_roca_pct")))]
         lines.append("| " + " | ".join(cells) + " |")
+    pooled = [r for r in rows if r["best"]["candidate"].bases]
+    if pooled:  # must-show 3 of issue 19: what the chosen pool costs beside the best single model, same run
+        lines += ["", "Where ours is a pool (`sgm ensemble --mode prequential`: weights fitted on the dev prefix by "
+                  "blocked cross-validation, then fixed while every base learns online), its cost beside the "
+                  "dev-chosen single model (single-core docs/s inside learn and score calls, each from its own `sgm "
+                  "eval` step: after a `--resume` the two may come from runs at different loads):", "",
+                  "| stream | pool (dev-chosen) | dev 1-ROCA% | 1-ROCA% | learn docs/s | score docs/s | single "
+                  "(dev-chosen) | dev 1-ROCA% | 1-ROCA% | learn docs/s | score docs/s |", "|" + "---|" * 11]
+        for result in pooled:
+            ens, entry = result["best"], result["entry"]
+            single = max((o for o in result["ours"] if o["summary"] and not o["candidate"].bases), key=dev_of)
+            lines.append("| " + " | ".join([entry.data, pool_choice(ens["summary"]["chosen"], ens["candidate"])] + [
+                cell for o in (ens, single) for cell in (
+                    *([] if o is ens else [o["candidate"].label]), dev_text(entry, dev_of(o)),
+                    fmt(o["tuned"]["one_minus_roca_pct"], 3), fmt(o["tuned"]["learn_docs_per_s"], 0),
+                    fmt(o["tuned"]["score_docs_per_s"], 0))]) + " |")
     return lines + [""]
 
 

@@ -151,6 +151,43 @@ def test_ensemble_runs_last_competes_on_dev_and_gets_its_own_rows(tmp_path, monk
     results.dataset_section(done)  # the per-dataset table takes a candidate without a default evaluation
 
 
+def test_stream_pool_fits_on_the_entrys_dev_prefix_and_shows_its_cost_beside_the_single_model(work):
+    """A spam stream's ensemble candidate runs ``sgm ensemble --mode prequential`` with the entry's objective and
+    dev arguments on the entry's roc_auc-tuned configurations, competes by its dev score, and the stream summary
+    sets its docs/s beside the dev-chosen single model's (issue 19, must-show 3)."""
+    words, bigrams = results.Candidate("u_jm_ps"), results.Candidate("u_jm_ps", ("--ngrams", "2"))
+    pool = results.Candidate("ensemble", bases=(words.stem, bigrams.stem))
+    entry = results.Entry("toy", "prequential", (2, 2), shuffle=0, candidates=(pool, words, bigrams),
+                          objective="roc_auc", dev_args=("--dev-fraction", "0.1"))
+    (work / "toy-prequential.peers-roc_auc.json").write_text(json.dumps([{
+        "peer": "vw_logistic_bigrams", "accuracy": 0.97, "dev": 0.99, "macro_f1": 0.9, "log_loss": 0.1,
+        "roc_auc": 0.9975, "one_minus_roca_pct": 0.25, "dev_measures": {"one_minus_roca_pct": 1.0}}]), encoding="utf-8")
+    stream_reports(work, "toy-prequential-u_jm_ps-roc_auc", "2x2", 0.990, 0.30)
+    stream_reports(work, "toy-prequential-u_jm_ps-bigrams-roc_auc", "2x2", 0.995, 0.26)
+    fit = {"search": "ensemble", "evaluations": 26, "search_seconds": 7.0, "dev_default": 0.995, "dev_tuned": 0.996,
+           "objective": "roc_auc", "chosen": {"meta": True, "bias": True, "reg": 10.0, "floor": -50.0, "cv": 0.996},
+           "tuned_config": {"model": "ensemble"}}
+    (work / "toy-prequential-ensemble-roc_auc.tune.json").write_text(json.dumps(fit), encoding="utf-8")
+    ev = {**eval_report(0.99), "roc_auc": 0.998, "one_minus_roca_pct": 0.2, "learn_docs_per_s": 100.0,
+          "score_docs_per_s": 50.0}
+    (work / "toy-prequential-ensemble-roc_auc.eval.json").write_text(json.dumps(ev), encoding="utf-8")
+    done = resumed(work, entry)
+    assert done["best"]["candidate"] is pool  # dev 1-ROCA 0.4% beats the bigram model's 0.5%
+    assert done["best"]["commands"][0] == (
+        "sgm ensemble --data toy --mode prequential --shuffle 0 --dev-fraction 0.1 --objective roc_auc "
+        "--base $WORK/toy-prequential-u_jm_ps-roc_auc.config.json "
+        "--base $WORK/toy-prequential-u_jm_ps-bigrams-roc_auc.config.json "
+        "--out $WORK/toy-prequential-ensemble-roc_auc.config.json")
+    assert done["best"]["commands"][1].startswith("sgm eval --data toy --mode prequential --shuffle 0 --config")
+    lines = results.stream_summary([done])
+    assert next(line for line in lines if line.startswith("| toy (shuffled)")).endswith("| 0.200 | 1.000 | 0.250 | "
+                                                                                         "+20.0% | – | – | – |")
+    assert next(line for line in lines if line.startswith("| toy |")) == (
+        "| toy | pool: meta=True, bias=True, reg=10, floor=-50 | 0.400 | 0.200 | 100 | 50 | u_jm_ps +bigrams | 0.500 | "
+        "0.260 | 1 | 1 |")
+    results.dataset_section(done)
+
+
 def test_label_rule_steps_choose_the_output_rule_per_candidate_and_the_stream_replays_it(work):
     """Issue 19: an entry with ``label_rule`` reads each candidate's rule report; a chosen threshold evaluates
     the candidate with it (its own file, so a --resume of an older folder runs it) beside the arg-max, and the

@@ -7,13 +7,20 @@ Example (see ``docs/EVALUATION.md``)::
     sgm ensemble --data webkb --base binary.json --base tdm.json --out ensemble.json --json fit.json
     sgm eval --data webkb --config ensemble.json
     sgm serve --config ensemble.json ...
+    sgm ensemble --data spamassassin --mode prequential --base tdm.json --base mnb.json --out spam.json
+    sgm eval --data spamassassin --config spam.json                                # replays the stream
 
-Only the training side is read (``sgm.consumers.evaluation.ensemble_fit``): out-of-fold posteriors of the
+Split mode: only the training side is read (``sgm.consumers.evaluation.ensemble_fit``): out-of-fold posteriors of the
 bases inside dev-train, the pool fitted and its variant chosen there, the dev score on the dev-test part
 ``sgm tune`` scores. The written configuration is a model configuration like any other
 (``{"model": "ensemble", "bases": [...], "weights": ..., "bias": ..., "meta": ...}``): ``sgm eval
 --config`` evaluates it on the test split, ``sgm serve --config`` serves it (the bases learn online, the
 pool stays as fitted; docs/ARCHITECTURE.md, "An ensemble").
+
+Prequential mode (``sgm.consumers.evaluation.ensemble_stream``): only the stream's dev prefix (the first
+``--dev-fraction``, what ``sgm tune --mode prequential`` reads) is read; the bases replay it test-then-train, the
+pool's variant is chosen by blocked cross-validation over their prequential posteriors, and a single base is
+written instead where no pool beats it on dev.
 """
 from __future__ import annotations
 
@@ -27,13 +34,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .tune import add_dev_partition_arguments
 
     parser.add_argument("--data", required=True, help="dataset file or shared dataset name (r8, ...)")
-    parser.add_argument("--mode", choices=("split",), default="split", help="the protocol (split only)")
+    parser.add_argument("--mode", choices=("split", "prequential"), default="split",
+                        help="the protocol: split (default) or prequential (fit on the stream's dev prefix)")
     parser.add_argument("--base", action="append", required=True, metavar="CONFIG",
                         help="a base model's configuration JSON (as sgm tune writes it); repeat for each base")
-    parser.add_argument("--objective", choices=("accuracy", "micro_f1"), default=None,
-                        help="dev measure (default: accuracy; micro_f1 for multi-label data)")
+    parser.add_argument("--objective", choices=("accuracy", "micro_f1", "roc_auc"), default=None,
+                        help="dev measure (default: accuracy; micro_f1 for multi-label data; roc_auc for a "
+                             "two-label stream, prequential only)")
     add_dev_partition_arguments(parser)
-    parser.add_argument("--folds", type=int, default=4, help="folds of the out-of-fold posteriors (default 4)")
+    parser.add_argument("--folds", type=int, default=4,
+                        help="folds of the out-of-fold posteriors (prequential: consecutive blocks of the dev "
+                             "stream; default 4)")
+    parser.add_argument("--shuffle", type=int, default=None, metavar="SEED",
+                        help="prequential: seeded shuffle instead of ts order (as sgm tune / sgm eval)")
+    parser.add_argument("--delay", type=int, default=0, metavar="N",
+                        help="prequential: learn each label after N more documents are scored (default 0)")
     parser.add_argument("--test-fraction", type=float, default=0.2,
                         help="data without a split: seeded random test share (default 0.2)")
     parser.add_argument("--split-seed", type=int, default=0, help="seed of that random split (default 0)")
@@ -43,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sgm.consumers.evaluation.ensemble_fit import fit_ensemble
+    from sgm.consumers.evaluation.ensemble_stream import fit_stream_ensemble
     from sgm.consumers.evaluation.harness import EvalSetup, load_examples
 
     try:
@@ -53,9 +69,18 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError(f"{path}: a configuration is a JSON object with a 'model'")
             configs.append(loaded)
         docs = load_examples(args.data)
-        setup = EvalSetup(mode="split", test_fraction=args.test_fraction, split_seed=args.split_seed)
-        summary = fit_ensemble(docs, configs, setup, args.objective, args.dev_fraction, args.dev_seed, args.folds,
-                               log=lambda message: print(message, file=sys.stderr))
+        say = lambda message: print(message, file=sys.stderr)  # noqa: E731
+        if args.mode == "prequential":
+            setup = EvalSetup(mode="prequential", delay=args.delay, shuffle_seed=args.shuffle)
+            summary = fit_stream_ensemble(docs, configs, setup, args.objective, args.dev_fraction, args.folds, log=say)
+        else:
+            if args.shuffle is not None or args.delay:
+                raise ValueError("--shuffle and --delay apply to --mode prequential")
+            if args.objective == "roc_auc":
+                raise ValueError("--objective roc_auc applies to --mode prequential")
+            setup = EvalSetup(mode="split", test_fraction=args.test_fraction, split_seed=args.split_seed)
+            summary = fit_ensemble(docs, configs, setup, args.objective, args.dev_fraction, args.dev_seed, args.folds,
+                                   log=say)
     except (ValueError, FileNotFoundError, json.JSONDecodeError) as exc:
         print(f"sgm ensemble: {exc}", file=sys.stderr)
         return 2
@@ -63,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     Path(args.out).write_text(json.dumps(summary["tuned_config"], indent=2, sort_keys=True) + "\n", encoding="utf-8")
     chosen = summary["chosen"]
     how = (f"base {chosen['base']} alone" if "base" in chosen else
-           f"meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}")
+           f"meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}"
+           + (f", floor={chosen['floor']:g}" if chosen.get("floor") is not None else ""))
     print(f"dev {summary['objective']}: best base {summary['dev_default']:.6f}, equal weights "
           f"{summary['dev_uniform']:.6f} -> fitted pool {summary['dev_tuned']:.6f} ({how}; "
           f"{summary['search_seconds']:.1f}s); written to {args.out}")

@@ -1,0 +1,262 @@
+"""Fitting an ensemble's pool on a stream's development prefix (``sgm ensemble --mode prequential``).
+
+The split protocol's fit is ``sgm.consumers.evaluation.ensemble_fit``; this is its prequential twin. The bases
+are fixed configurations, each tuned by ``sgm tune --mode prequential`` on the same dev data: the first
+``dev_fraction`` of the stream in evaluation order. Only that prefix is read:
+
+1. every base replays the dev stream test-then-train, exactly as ``sgm tune`` scores it (the same documents,
+   order, delay and per-document scoring), and each document's log posteriors are kept. A document's
+   posteriors come from a base that has not learned it (prequential), so they are out-of-sample by
+   construction; each base's dev score from them is its ``sgm tune`` dev score;
+2. pool variants (meta-features or not, per-class bias or not, L2 weight, the floor of a base's log posterior)
+   are fitted by maximum likelihood (``ensemble_fit.fit_pool``) and scored by blocked cross-validation:
+   the dev stream's scored documents are cut into ``folds`` consecutive blocks; each block is pooled with
+   weights fitted on the other blocks. Every base alone is a variant too, scored by its own prequential dev
+   score; the pool is kept only where its cross-validated dev score beats every base's;
+3. the chosen variant is fitted on every scored dev document; a pool is written as an ensemble
+   configuration, a single base as that base's own configuration (its scores are then the base's).
+
+The rest of the stream is never read: ``sgm eval --config`` of the written configuration replays the whole
+stream test-then-train with every base learning online and the pool's weights fixed.
+
+Comparability of the dev scores: each document's pooled score comes from weights fitted without that
+document's block, and the bases' scores are the same prequential posteriors that give each base its tune
+dev score, so the pool's dev score and the bases' are over the same documents and the same base outputs.
+It is optimistic in the way theirs is (the bases' numbers were searched on this dev stream) and in one more:
+the best of the pool variants is reported; it is pessimistic in that each block's weights come from three
+quarters of the dev stream. ``dev_refit`` (the final pool on the dev stream it was fitted on) is in-sample
+and only a check: it equals ``sgm eval --config`` of the written pool over the dev stream.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from sgm.consumers.evaluation import measures as metrics
+from sgm.consumers.evaluation.documents import documents as read_as, uses_mail
+from sgm.consumers.evaluation.ensemble_fit import VARIANTS, Pool, fit_pool
+from sgm.consumers.evaluation.harness import (EvalSetup, is_multilabel, labelled, positive_label, positive_log_odds,
+                                              prepare_config, stream_order)
+from sgm.model import Ensemble, build_model, model_config
+from sgm.model.ensemble import FLOOR, meta_feature_count
+
+#: Floors of a base's log posterior tried with every pool variant: the model's default, and one low enough that
+#: long messages' confident log-odds (hundreds of nats) keep their order instead of tying at the floor.
+FLOORS = (FLOOR, -1000.0)
+#: Objectives of the prequential fit: the dev measures ``sgm tune`` ranks by that a pool can be scored on.
+OBJECTIVES = ("roc_auc", "accuracy")
+
+
+@dataclass
+class StreamPasses:
+    """Every base's prequential log posteriors over one stream.
+
+    ``log_posts`` (bases, docs, classes) in ``classes`` order, unfloored (a class a base had no posterior for:
+    ``-inf``); ``present`` (docs, classes): the classes the models knew when the document was scored (every base
+    learned the same documents, so they agree); ``scored``: documents scored (the model had learned something).
+    """
+
+    classes: list
+    log_posts: np.ndarray
+    present: np.ndarray
+    scored: np.ndarray
+    learn_seconds: float
+    score_seconds: float
+    learned: int
+
+
+def prequential_passes(configs: Sequence[Mapping[str, Any]], stream: Sequence, documents: Sequence,
+                       delay: int = 0) -> StreamPasses:
+    """Each base replays ``stream`` (labelled documents; ``documents``: as the models read them) test-then-train
+    as ``harness.evaluate_prequential`` does (one document scored at a time, a label learned ``delay`` documents
+    later), keeping every document's log posteriors."""
+    classes = sorted({label for d in stream for label in d.labels}, key=str)
+    column = {c: i for i, c in enumerate(classes)}
+    n = len(stream)
+    out = np.full((len(configs), n, len(classes)), -np.inf)
+    present = np.zeros((n, len(classes)), dtype=bool)
+    scored = np.zeros(n, dtype=bool)
+    learn_seconds = score_seconds = 0.0
+    learned = 0
+    for j, config in enumerate(configs):
+        model = build_model(config)
+        pending: list[int] = []
+        for index, doc in enumerate(stream):
+            if len(model):
+                started = time.perf_counter()
+                names, lp = model.predict_log_proba_many([documents[index]])
+                score_seconds += time.perf_counter() - started
+                columns = [column[c] for c in names]
+                out[j, index, columns] = lp[0]
+                present[index, columns] = True
+                scored[index] = True
+            pending.append(index)
+            while len(pending) > delay:
+                ready = pending.pop(0)
+                started = time.perf_counter()
+                model.learn_one(documents[ready], stream[ready].labels, ts=stream[ready].ts, id=stream[ready].id)
+                learn_seconds += time.perf_counter() - started
+                learned += 1
+    return StreamPasses(classes, out, present, scored, learn_seconds, score_seconds, learned)
+
+
+def pooled(fitted: Pool, log_posts: np.ndarray, present: np.ndarray, lengths: np.ndarray,
+           floor: float) -> np.ndarray:
+    """The pool's log posteriors per document (docs, classes), over the classes the models knew then (the others
+    ``-inf``), as ``Ensemble.predict_log_proba_many`` computes them with that floor."""
+    out = np.full(log_posts.shape[1:], -np.inf)
+    floored = np.maximum(np.nan_to_num(log_posts, nan=floor, neginf=floor), floor)
+    for pattern in {tuple(row) for row in present.tolist()}:
+        rows = np.flatnonzero((present == np.array(pattern)).all(axis=1))
+        cols = np.flatnonzero(pattern)
+        if not len(cols):
+            continue
+        bias = fitted.bias[cols]
+        out[np.ix_(rows, cols)] = Pool(fitted.meta, fitted.weights, bias).log_posteriors(
+            floored[:, rows][:, :, cols], lengths[rows])
+    return out
+
+
+def dev_value(log_post: np.ndarray, classes: list, truth: np.ndarray, objective: str) -> float:
+    """``objective`` of per-document log posteriors (docs, classes) against true columns ``truth``: ROC AUC of
+    the positive label's log-odds (two labels), or arg-max accuracy, as ``harness.measures`` computes them."""
+    if objective == "roc_auc":
+        positive = classes.index(positive_label(classes))
+        value = metrics.roc_auc(truth == positive, positive_log_odds(log_post, positive))
+    else:
+        value = float((log_post.argmax(axis=1) == truth).mean()) if len(truth) else None
+    return float("-inf") if value is None else float(value)
+
+
+def blocks(n: int, folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``folds`` consecutive blocks of ``range(n)``: ``(fit, held-out)`` index arrays, each block held out once.
+
+    >>> [held.tolist() for _, held in blocks(7, 3)]
+    [[0, 1], [2, 3], [4, 5, 6]]
+    """
+    if not 2 <= folds <= n:
+        raise ValueError(f"need 2 <= folds <= {n} scored dev documents")
+    edges = np.linspace(0, n, folds + 1).astype(int)
+    every = np.arange(n)
+    return [(np.concatenate([every[: edges[k]], every[edges[k + 1]:]]), every[edges[k]: edges[k + 1]])
+            for k in range(folds)]
+
+
+@dataclass
+class PoolChoice:
+    """What :func:`choose_pool` chose: every variant's dev score, the chosen one, and (a pool) its fit on every
+    scored document with its in-sample dev score ``refit``; ``uniform``: the equal-weight pool's dev score (nothing
+    fitted, the default floor)."""
+
+    variants: list
+    chosen: dict
+    truth: np.ndarray
+    fitted: Pool | None
+    refit: float
+    uniform: float
+
+
+def choose_pool(passes: StreamPasses, lengths: np.ndarray, labels: Sequence, objective: str, folds: int,
+                say=lambda message: None) -> PoolChoice:
+    """Step 2 and 3 of the module docstring over prequential ``passes`` of a dev stream (``lengths``: the length
+    meta-feature of every document, ``labels`` their single labels)."""
+    column = {c: i for i, c in enumerate(passes.classes)}
+    rows = np.flatnonzero(passes.scored)
+    truth = np.array([column[labels[i]] for i in rows])
+    log_posts, present, lengths = passes.log_posts[:, rows], passes.present[rows], np.asarray(lengths)[rows]
+    fit_rows = present.all(axis=1)  # documents scored before every class was seen tell the pool nothing
+    variants = []
+    for j in range(log_posts.shape[0]):  # each base alone: its own prequential dev score, nothing fitted
+        value = dev_value(log_posts[j], passes.classes, truth, objective)
+        variants.append({"meta": False, "bias": False, "reg": None, "floor": None, "base": j, "cv": value})
+        say(f"  base {j} alone: prequential dev {objective} {value:.6f}")
+    for floor in FLOORS:
+        for meta, with_bias, reg in VARIANTS:
+            out = np.full(log_posts.shape[1:], -np.inf)
+            for fit_index, held_index in blocks(len(rows), folds):
+                fit_index = fit_index[fit_rows[fit_index]]
+                fitted = fit_pool(np.maximum(log_posts[:, fit_index], floor), lengths[fit_index], truth[fit_index],
+                                  meta, with_bias, reg)
+                out[held_index] = pooled(fitted, log_posts[:, held_index], present[held_index], lengths[held_index],
+                                         floor)
+            value = dev_value(out, passes.classes, truth, objective)
+            variants.append({"meta": meta, "bias": with_bias, "reg": reg, "floor": floor, "cv": value})
+            say(f"  pool floor={floor:g} meta={meta} bias={with_bias} reg={reg:g}: blocked cross-validated "
+                f"{objective} {value:.6f}")
+    chosen = max(variants, key=lambda v: v["cv"])  # the first of ties: single bases, then the simplest pools
+    equal = Pool(False, np.full((log_posts.shape[0], 1), 1.0 / log_posts.shape[0]), np.zeros(len(passes.classes)))
+    uniform = dev_value(pooled(equal, log_posts, present, lengths, FLOOR), passes.classes, truth, objective)
+    if "base" in chosen:
+        return PoolChoice(variants, chosen, truth, None, chosen["cv"], uniform)
+    fit_index = np.flatnonzero(fit_rows)
+    floor = chosen["floor"]
+    fitted = fit_pool(np.maximum(log_posts[:, fit_index], floor), lengths[fit_index], truth[fit_index],
+                      chosen["meta"], chosen["bias"], chosen["reg"])
+    refit = dev_value(pooled(fitted, log_posts, present, lengths, floor), passes.classes, truth, objective)
+    return PoolChoice(variants, chosen, truth, fitted, refit, uniform)
+
+
+def fit_stream_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, Any]], setup: EvalSetup,
+                        objective: str | None = None, dev_fraction: float = 0.25, folds: int = 4,
+                        log=None) -> dict[str, Any]:
+    """Fit the pool of ``base_configs`` on the dev prefix of ``docs``' stream (module docstring); the summary, with
+    ``tuned_config`` (the ensemble's configuration, or the chosen base's) and ``dev_tuned`` (its dev score)."""
+    if setup.mode != "prequential":
+        raise ValueError("the stream fit is for the prequential protocol (--mode prequential)")
+    if not base_configs:
+        raise ValueError("an ensemble needs at least one base configuration (--base)")
+    started = time.perf_counter()
+    say = log or (lambda message: None)
+    stream = labelled(stream_order(docs, setup.shuffle_seed))
+    dev = stream[: max(2, round(len(stream) * dev_fraction))]  # the dev stream sgm tune --mode prequential reads
+    if is_multilabel(dev):
+        raise ValueError("the stream fit pools single-label streams")
+    classes = sorted({d.labels[0] for d in dev}, key=str)
+    if objective is None:
+        objective = "roc_auc" if len(classes) == 2 else "accuracy"
+    if objective not in OBJECTIVES:
+        raise ValueError(f"the stream ensemble's objective is one of {OBJECTIVES}")
+    if objective == "roc_auc" and len(classes) != 2:
+        raise ValueError("roc_auc needs two-label data")
+    configs = [prepare_config(c, dev) for c in base_configs]
+    read = read_as(dev, uses_mail(dev, setup.mail))
+    say(f"prequential passes of {len(configs)} bases over the dev stream ({len(dev)} documents)")
+    passes = prequential_passes(configs, dev, read, setup.delay)
+    lengths_of = Ensemble([build_model(configs[0])], [1.0]).lengths  # the length meta-feature, as the model reads it
+    choice = choose_pool(passes, lengths_of(read), [d.labels[0] for d in dev], objective, folds, say)
+    variants, chosen = choice.variants, choice.chosen
+    base_scores = [v["cv"] for v in variants if "base" in v]
+    summary: dict[str, Any] = {
+        "mode": "prequential",
+        "objective": objective,
+        "search": "ensemble",
+        "bases": [model_config(build_model(c)) for c in configs],
+        "dev": {"fraction": dev_fraction, "folds": folds, "stream_docs": len(dev), "scored_docs": len(choice.truth),
+                "delay": setup.delay, "order": "ts" if setup.shuffle_seed is None else
+                f"shuffled(seed={setup.shuffle_seed})"},
+        "variants": variants,
+        "chosen": chosen,
+        "dev_bases": base_scores,
+        "dev_default": max(base_scores),  # the best single base: what the pool has to beat
+        "dev_uniform": choice.uniform,
+        "dev_tuned": chosen["cv"],
+        "evaluations": len(variants),
+        "learn_seconds": round(passes.learn_seconds, 1),
+        "score_seconds": round(passes.score_seconds, 1),
+    }
+    if "base" in chosen:
+        summary["tuned_config"] = summary["bases"][chosen["base"]]
+        summary["dev_refit"] = chosen["cv"]
+        summary["meta_features"] = None
+    else:
+        fitted, floor = choice.fitted, chosen["floor"]
+        summary["dev_refit"] = choice.refit
+        bias = {str(c): float(b) for c, b in zip(passes.classes, fitted.bias) if b}
+        ensemble = Ensemble([build_model(c) for c in configs], fitted.weights, bias, meta=fitted.meta, floor=floor)
+        summary["tuned_config"] = model_config(ensemble)
+        summary["meta_features"] = meta_feature_count(len(configs), fitted.meta)
+    summary["search_seconds"] = round(time.perf_counter() - started, 1)
+    return summary
