@@ -109,13 +109,14 @@ class Entry:
 #: Split datasets: one 6x12 search (73 points) for every candidate, the same for all so that dev compares like
 #: with like. The thesis's 40x40 (1,600 points) for the 8-10 candidates per dataset would take ~5 h on two cores
 #: (measured 2026-11-26: 5-10 min per candidate on r8 alone under load); the 6x12 page of that day showed the smaller search
-#: with fw ahead of the older 40x40 page on every topic set.
+#: with fw ahead of the older 40x40 page on every topic set. The topic sets choose ours by 5-fold cross-validation of
+#: each tuned configuration (``choose_folds``; :mod:`bench.results_choice`).
 PLAN: tuple[Entry, ...] = (
-    Entry("r8", "split", (6, 12), note="standard split (Cardoso-Cachopo)",
+    Entry("r8", "split", (6, 12), choose_folds=5, note="standard split (Cardoso-Cachopo)",
           candidates=SPLIT_CANDIDATES + FW_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES + (ENSEMBLE,)),
-    Entry("r52", "split", (6, 12), note="standard split",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + BINARY_CANDIDATES + (ENSEMBLE_R52,)),
-    Entry("webkb", "split", (6, 12), note="standard split",
+    Entry("r52", "split", (6, 12), choose_folds=5, note="standard split",
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES + (ENSEMBLE_R52,)),
+    Entry("webkb", "split", (6, 12), choose_folds=5, note="standard split",
           candidates=SPLIT_CANDIDATES + FW_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES + (ENSEMBLE,)),
     Entry("reuters21578", "split", (6, 12),
           candidates=SPLIT_CANDIDATES + FW_CANDIDATES, label_rule=True,
@@ -127,14 +128,15 @@ PLAN: tuple[Entry, ...] = (
                "the configuration tuned on the ModApte training side (row above, its output rule included) is "
                "replayed as a stream"),
     Entry("spamassassin", "prequential", (8, 12),
-          candidates=STREAM_CANDIDATES + STREAM_FW_CANDIDATES + STREAM_TDM_CANDIDATES,
+          candidates=STREAM_CANDIDATES + STREAM_FW_CANDIDATES + STREAM_TDM_CANDIDATES + (STREAM_ENSEMBLE,),
           objective="roc_auc",
           note="ts order (the time-ordered spam stream); dev = the first 25% of the stream"),
     Entry("sms-spam", "prequential", (10, 16), shuffle=0,
-          candidates=STREAM_CANDIDATES + STREAM_FW_CANDIDATES + STREAM_TDM_CANDIDATES,
+          candidates=STREAM_CANDIDATES + STREAM_FW_CANDIDATES + STREAM_TDM_CANDIDATES + (STREAM_ENSEMBLE,),
           objective="roc_auc",
           note="no usable order: seeded shuffle (seed 0), then test-then-train; dev = the first 25%"),
-    Entry("enron-spam", "prequential", (6, 12), shuffle=0, candidates=STREAM_CANDIDATES, objective="roc_auc",
+    Entry("enron-spam", "prequential", (6, 12), shuffle=0, candidates=STREAM_CANDIDATES + (STREAM_ENSEMBLE_ENRON,),
+          objective="roc_auc",
           dev_args=("--dev-fraction", "0.1"),
           note="ham and spam come from different years, so ts order is not usable: seeded shuffle (seed 0); "
                "dev = the first 10% of the shuffled stream (33,715 long emails: kept small for time)"),
