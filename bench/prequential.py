@@ -12,7 +12,11 @@ dataset's prequential section names ours, the candidate its dev rule chose (the
 row marked ✓), and the page's ``sgm eval`` line for it gives the parameters at
 full precision and the stream order. When the chosen candidate is a TDM, the
 MNB candidate with the best dev score is measured too (the cheapest exact
-alternative on the page). Every configuration run is printed with its spec.
+alternative on the page). When the chosen candidate is a pool (``sgm ensemble``),
+its configuration file is read from the results work folder the page was made
+in (``--work``, as ``bench.results``'s; the page gives only its path), and the
+single candidate with the best dev score is measured beside it (with the best
+MNB if that is a TDM). Every configuration run is printed with its spec.
 
 In the same run, River 0.26's ``naive_bayes.MultinomialNB`` (alpha=0.1, as in
 bench/peers.py) does the same ``predict_proba_one`` + ``learn_one``:
@@ -36,6 +40,7 @@ import argparse
 import gc
 import importlib.util
 import json
+import os
 import re
 import shlex
 import sys
@@ -60,30 +65,54 @@ DATASETS = ("spamassassin", "enron-spam")
 class Choice:
     """One configuration of ours as docs/RESULTS.md states it."""
 
-    role: str  # "chosen" (the page's dev choice) or "best MNB" (beside a chosen TDM)
+    role: str  # "chosen" (the page's dev choice), "best single" (beside a chosen pool), "best MNB" (beside a TDM)
     spec: str
     params: dict
     ngrams: int
     binary: bool
     shuffle: int | None  # the stream order: a seeded shuffle, or None for ts order
+    #: a pool's whole configuration (``sgm ensemble --out``); None for a single model (spec and params)
+    config: dict | None = None
 
     @property
     def label(self) -> str:
+        if self.config is not None:
+            return self.spec
         return self.spec + (" +bigrams" if self.ngrams == 2 else "") + (" +binary" if self.binary else "")
 
     def build(self):
+        if self.config is not None:
+            return build_model(self.config)
         tokenizer = {"ngrams": self.ngrams, **({"binary": True} if self.binary else {})}
         return build_model({"model": self.spec, "params": self.params, "tokenizer": tokenizer})
 
 
-def page_choices(name: str, page: str | None = None) -> list[Choice]:
+def pool_choice(name: str, section: str, label: str, work: Path) -> Choice:
+    """The chosen pool: its ``sgm eval --config $WORK/...`` line names the file, read from ``work``."""
+    for line in section.splitlines():
+        if line.startswith("sgm eval ") and "--config" in line:
+            args = shlex.split(line)
+            path = work / args[args.index("--config") + 1].removeprefix("$WORK/")
+            if not path.is_file():
+                raise ValueError(f"{name}: the chosen pool's configuration {path} is missing: pass --work, the "
+                                 "folder docs/RESULTS.md was generated in (python -m bench.results --work)")
+            config = json.loads(path.read_text(encoding="utf-8"))
+            ngrams = max(base.get("tokenizer", {}).get("ngrams", 1) for base in config["bases"])
+            shuffle = int(args[args.index("--shuffle") + 1]) if "--shuffle" in args else None
+            return Choice("chosen", label, {}, ngrams, False, shuffle, config)
+    raise ValueError(f"docs/RESULTS.md: no sgm eval --config line for {name} {label}")
+
+
+def page_choices(name: str, page: str | None = None, work: Path | None = None) -> list[Choice]:
     """The configurations of ours docs/RESULTS.md states for the prequential stream ``name``.
 
     The page's ``### name — prequential`` section lists our candidates as ``**sgm SPEC [+bigrams]
     [+binary]**`` rows (the dev choice marked ✓, the dev 1-ROCA% in the third column); its
     Reproduce block has one ``sgm eval`` line per candidate with the parameters at full
     precision. Returns the chosen one, and when it is a TDM also the MNB with the best dev score
-    (tests/test_prequential_bench.py).
+    (tests/test_prequential_bench.py). A chosen pool (``sgm ensemble (N bases)``) is read from ``work``
+    (:func:`pool_choice`), followed by the single candidate with the best dev score, and the best MNB
+    when that one is a TDM.
     """
     page = RESULTS.read_text(encoding="utf-8") if page is None else page
     match = re.search(rf"^### {re.escape(name)} — prequential$(.*?)(?=^### |\Z)", page, re.M | re.S)
@@ -98,12 +127,15 @@ def page_choices(name: str, page: str | None = None) -> list[Choice]:
     chosen = [r for r in rows if r[1]]
     if len(chosen) != 1:
         raise ValueError(f"docs/RESULTS.md: expected one chosen (✓) candidate for {name}, found {len(chosen)}")
-    wanted = [("chosen", chosen[0][0])]
-    if chosen[0][0].startswith("tdm_"):
-        mnb = [r for r in rows if not r[0].startswith("tdm_")]
+    out, single = [], chosen[0][0]
+    if single.startswith("ensemble"):
+        out.append(pool_choice(name, section, single, work or Path(os.environ.get("WORK", "/tmp/sgm-results"))))
+        single = min((r for r in rows if not r[0].startswith("ensemble")), key=lambda r: r[2])[0]
+    wanted = [("chosen" if not out else "best single", single)]
+    if single.startswith("tdm_"):
+        mnb = [r for r in rows if not r[0].startswith(("tdm_", "ensemble"))]
         if mnb:  # dev 1-ROCA%: lower is better
             wanted.append(("best MNB", min(mnb, key=lambda r: r[2])[0]))
-    out = []
     for role, label in wanted:
         spec, *flags = label.split()
         ngrams, binary = (2 if "+bigrams" in flags else 1), "+binary" in flags
@@ -156,7 +188,13 @@ def run_ours(stream, choice: Choice) -> dict:
     return {"spec": choice.label, "role": choice.role, "params": choice.params, "docs": n, "learn_s": learn,
             "score_s": score, "docs_per_s": n / (learn + score), "learn_per_s": n / learn,
             "score_per_s": n / max(score, 1e-12), "accuracy": correct / max(n - 1, 1),
-            "entries": model.state.n_entries, "terms": len(model.state.terms)}
+            "entries": sum(base.state.n_entries for base in bases(model)),
+            "terms": sum(len(base.state.terms) for base in bases(model))}
+
+
+def bases(model) -> list:
+    """The single models inside ``model`` (a pool's bases, or the model itself): their tables are counted."""
+    return list(getattr(model, "bases", [model]))
 
 
 def warm_up(stream, choice: Choice) -> None:
@@ -193,8 +231,8 @@ def run_river(stream, featurize) -> dict:
             "accuracy": correct / max(n - 1, 1)}
 
 
-def measure(name: str, limit: int | None) -> dict:
-    choices = page_choices(name)
+def measure(name: str, limit: int | None, work: Path | None = None) -> dict:
+    choices = page_choices(name, work=work)
     if len({c.shuffle for c in choices}) != 1:
         raise ValueError(f"{name}: the page's candidates differ in stream order")
     docs = [d for d in load_jsonl(DATA / f"{name}.jsonl.gz") if d.labels]
@@ -226,10 +264,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     parser.add_argument("--limit", type=int, default=None, help="first N documents of each stream (default all)")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--work", default=os.environ.get("WORK", "/tmp/sgm-results"),
+                        help="the results work folder docs/RESULTS.md was made in (a chosen pool's configuration)")
     args = parser.parse_args(argv)
     results = []
     for name in args.data:
-        r = measure(name, args.limit)
+        try:
+            r = measure(name, args.limit, Path(args.work))
+        except ValueError as error:
+            print(f"bench.prequential: {error}", file=sys.stderr)
+            return 2
         results.append(r)
         print(f"{name} ({r['docs']} docs, {r['words_per_doc']:.0f} words/doc)", flush=True)
         for peer in r["river"]:
