@@ -277,8 +277,10 @@ class TDM(GenerativeTextModel):
 
         One compiled loop (:func:`model.loops.mixture.log_mixtures`): the closed form over the groups
         of equal ``a_i`` plus the matched documents, read from the document postings of the scored
-        terms; with :attr:`node_pruning` it leaves out what is provably below float64 round-off (the
-        inequality is in that module's docstring).
+        terms, or, for a document whose postings number :attr:`node_pass_after` times the nodes, the
+        node pass (every node's term summed directly; exact kernel sums only); with
+        :attr:`node_pruning` it leaves out what is provably below float64 round-off (the inequality is
+        in that module's docstring).
         """
         state = self.state
         nodes_table = self.nodes
