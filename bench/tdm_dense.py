@@ -5,8 +5,11 @@ there are enough of them, generated ones always), one run times per scored docum
 document per call as in a stream, on the same prepared documents:
 
 * ``tdm``: :class:`sgm.model.TDM`'s scoring kernel (``_joint_log_scores``: the label level plus
-  the compiled mixture loop with certified-negligible node pruning, the default);
+  the compiled mixture loop with certified-negligible node pruning, the default; documents whose
+  postings number at least ``TDM.node_pass_after`` times the nodes by its node pass);
 * ``unpruned``: the same kernel with ``node_pruning=False`` (every group, posting and node summed);
+* ``group path``: the default kernel with the node pass turned off (``TDM.node_pass_after = inf``): the
+  closed form over groups plus the matched nodes for every document, the kernel before the node pass;
 * ``dense``: the reference the issue names: every document node scored with numpy/scipy matrix
   products. Per query, the node-by-term matrix of log smoothed probabilities
   ``log p_li(n) = log((c_i(n) - K_i(n)) / (kmu + |c_i|_1) + a_i p_l(n))`` over the query's terms
@@ -21,7 +24,10 @@ document per call as in a stream, on the same prepared documents:
 All compute the same joint scores: the script reports the largest difference. Columns
 ``postings`` / ``read`` / ``lookups`` are per scored document: the document postings of its
 terms, those the pruned loop read, and the binary searches that completed the nodes that still
-mattered; ``groups`` / ``read`` the closed-form groups; ``met`` / ``kept`` the document nodes.
+mattered; ``groups`` / ``read`` the closed-form groups; ``met`` / ``kept`` the document nodes (with
+the node pass, ``kept`` counts every node summed, met or not); ``node pass`` the share of documents
+scored by it. Timing: ``--passes`` rounds (default 5); in each, every side scores its documents once,
+in turn, and each side's best round counts, so a burst of load on the shared cores falls on all sides.
 
 Run (one run per line of docs/PERFORMANCE.md, must-show 4)::
 
@@ -168,16 +174,25 @@ class DenseReference:
 
 
 # ------------------------------------------------------------------ timing
-def timed(function, items, repeat: int = 1) -> tuple[float, list]:
-    best, results = math.inf, []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        results = [function(item) for item in items]
-        best = min(best, (time.perf_counter() - began) / len(items))
-    return 1000 * best, results
+def interleaved(sides: dict, passes: int) -> tuple[dict, dict]:
+    """Best ms per item of each side over ``passes`` rounds, the sides taking turns within each round (so a
+    burst of load on the shared cores hits all of them alike), and each side's results of the last round.
+    ``sides``: name -> (function of one item, items, a set-up called before the side's timed pass, an
+    observer called after it)."""
+    best = {name: math.inf for name in sides}
+    results: dict = {}
+    for _ in range(passes):
+        for name, (function, items, set_up, observe) in sides.items():
+            set_up()
+            began = time.perf_counter()
+            results[name] = [function(item) for item in items]
+            taken = time.perf_counter() - began
+            observe()
+            best[name] = min(best[name], taken / len(items))
+    return {name: 1000 * value for name, value in best.items()}, results
 
 
-def run(source: str, size: int, n_queries: int, n_dense: int, spec: str, seed: int) -> dict | None:
+def run(source: str, size: int, n_queries: int, n_dense: int, spec: str, seed: int, passes: int) -> dict | None:
     if source == "generated":
         train_docs, train_labels, queries, _, _ = synthetic(size, n_queries, seed)
     else:
@@ -194,17 +209,40 @@ def run(source: str, size: int, n_queries: int, n_dense: int, spec: str, seed: i
     prepared = [model._prepare([q]) for q in queries]
     [model._joint_log_scores(p) for p in prepared]  # posting weights built: both sides start warm
     reference = DenseReference(model)
-    counters = model.nodes.counters
-    counters[:] = 0
-    tdm_ms, scores = timed(lambda p: model._joint_log_scores(p)[0], prepared, repeat=2)
-    per_doc = counters / (2 * len(prepared))
-    model.node_pruning = False
-    unpruned_ms, exact_scores = timed(lambda p: model._joint_log_scores(p)[0], prepared, repeat=2)
-    model.node_pruning = True
     sample = np.linspace(0, len(prepared) - 1, min(n_dense, len(prepared))).astype(int).tolist()
     known = [(prepared[i].terms, prepared[i].weights) for i in sample]
-    dense_ms, dense_scores = timed(lambda item: reference.joint(*item), known, repeat=2)
-    dense_sparse_ms, dense_sparse_scores = timed(lambda item: reference.joint_sparse(*item), known, repeat=2)
+
+    counters = model.nodes.counters
+    counted = np.zeros_like(counters)  # the scoring counters of the tdm side alone
+    before = counters.copy()
+
+    def kernel(pruning: bool, node_pass_after: float, count: bool = False):
+        def set_up():
+            model.node_pruning, model.node_pass_after = pruning, node_pass_after
+            before[:] = counters
+
+        def observe():
+            if count:
+                counted[:] += counters - before
+        return set_up, observe
+
+    def nothing():
+        return None
+
+    def score(p):
+        return model._joint_log_scores(p)[0]
+
+    sides = {"tdm": (score, prepared, *kernel(True, TDM.node_pass_after, count=True)),
+             "unpruned": (score, prepared, *kernel(False, TDM.node_pass_after)),
+             "group_path": (score, prepared, *kernel(True, math.inf)),
+             "dense": (lambda item: reference.joint(*item), known, nothing, nothing),
+             "dense_sparse": (lambda item: reference.joint_sparse(*item), known, nothing, nothing)}
+    best, results = interleaved(sides, passes)
+    model.node_pruning = True
+    del model.node_pass_after  # back to the class default
+    per_doc = counted / (passes * len(prepared))
+    tdm_ms, unpruned_ms, group_path_ms, dense_ms, dense_sparse_ms = (best[k] for k in sides)
+    scores, exact_scores, group_scores, dense_scores, dense_sparse_scores = (results[k] for k in sides)
 
     def worst(a_list, b_list) -> float:  # log joint scores, every label
         return max(float(np.max(np.abs(np.where(np.isinf(b), 0.0, a - b)))) for a, b in zip(a_list, b_list))
@@ -222,13 +260,15 @@ def run(source: str, size: int, n_queries: int, n_dense: int, spec: str, seed: i
 
     return {"source": source, "spec": spec, "docs": size, "labels": len(model.classes_), "nodes": model.nodes.live_nodes,
             "doc_postings": model.nodes.live_postings, "queries": len(prepared), "dense_queries": len(sample),
-            "learn_s": learn_s, "tdm_ms": tdm_ms, "unpruned_ms": unpruned_ms, "dense_ms": dense_ms,
+            "learn_s": learn_s, "tdm_ms": tdm_ms, "unpruned_ms": unpruned_ms, "group_path_ms": group_path_ms,
+            "dense_ms": dense_ms,
             "dense_sparse_ms": dense_sparse_ms, **{f"per_doc_{k}": float(v) for k, v in zip(COUNTERS, per_doc)},
             "unpruned_vs_dense_log_joint": worst([exact_scores[i] for i in sample], dense_scores),
             "unpruned_vs_dense_sparse_log_joint": worst([exact_scores[i] for i in sample], dense_sparse_scores),
             "tdm_vs_dense_posterior": worst_posterior([scores[i] for i in sample], dense_scores)[0],
             "tdm_vs_dense_log_joint_likely": worst_posterior([scores[i] for i in sample], dense_scores)[1],
-            "tdm_vs_unpruned_posterior": worst_posterior(scores, exact_scores)[0]}
+            "tdm_vs_unpruned_posterior": worst_posterior(scores, exact_scores)[0],
+            "group_path_vs_unpruned_posterior": worst_posterior(group_scores, exact_scores)[0]}
 
 
 def main(argv=None) -> int:
@@ -238,15 +278,18 @@ def main(argv=None) -> int:
                         help="'real' (the first shared set with enough documents), 'generated', or set names")
     parser.add_argument("--queries", type=int, default=200, help="scored documents per run (tdm, unpruned)")
     parser.add_argument("--dense-queries", type=int, default=30, help="of which the dense references score this many")
+    parser.add_argument("--passes", type=int, default=5,
+                        help="rounds; in each every side scores its documents once, in turn; the best round counts")
     parser.add_argument("--spec", default="tdm_uc_jm_dp_kpd_kdp")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=Path("bench/out/tdm_dense.json"))
     args = parser.parse_args(argv)
-    print(f"spec {args.spec}; one scored document per call; ms per document (best of 2 passes each)\n")
-    print("| data | training docs | labels | postings / read / lookups | groups / read | nodes met / kept | tdm | "
-          "unpruned | dense (queries) | dense / tdm | dense-sparse | dense-sparse / tdm | diff: log joint | posterior | "
-          "vs unpruned |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"spec {args.spec}; one scored document per call; ms per document (best of {args.passes} rounds, the sides "
+          "taking turns in each)\n")
+    print("| data | training docs | labels | postings / read / lookups | groups / read | nodes met / kept | node pass | "
+          "tdm | unpruned | group path | dense (queries) | dense / tdm | dense-sparse | dense-sparse / tdm | "
+          "diff: log joint | posterior | vs unpruned |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     results = []
     for size in args.sizes:
         sources = []
@@ -258,23 +301,24 @@ def main(argv=None) -> int:
                 sources.append(source)
         for source in sources:
             if isinstance(source, tuple):
-                print(f"| real | {size:,} | skipped: {source[1]} |||||||||||||")
+                print(f"| real | {size:,} | skipped: {source[1]} |||||||||||||||")
                 continue
-            r = run(source, size, args.queries, args.dense_queries, args.spec, args.seed)
+            r = run(source, size, args.queries, args.dense_queries, args.spec, args.seed, args.passes)
             if r is None:
-                print(f"| {source} | {size:,} | skipped: data missing or too small |||||||||||||")
+                print(f"| {source} | {size:,} | skipped: data missing or too small |||||||||||||||")
                 continue
             results.append(r)
             print(f"| {source} | {size:,} | {r['labels']:,} | {r['per_doc_postings']:,.0f} / {r['per_doc_postings_read']:,.0f}"
                   f" / {r['per_doc_lookups']:,.0f} | {r['per_doc_groups']:,.0f} / {r['per_doc_groups_read']:,.0f} | "
-                  f"{r['per_doc_nodes_met']:,.0f} / {r['per_doc_nodes_kept']:,.0f} | {r['tdm_ms']:.3f} | "
-                  f"{r['unpruned_ms']:.3f} | {r['dense_ms']:.2f} ({r['dense_queries']}) | {r['dense_ms'] / r['tdm_ms']:.1f}x | "
+                  f"{r['per_doc_nodes_met']:,.0f} / {r['per_doc_nodes_kept']:,.0f} | {r['per_doc_node_passes']:.0%} | "
+                  f"{r['tdm_ms']:.3f} | {r['unpruned_ms']:.3f} | {r['group_path_ms']:.3f} | "
+                  f"{r['dense_ms']:.2f} ({r['dense_queries']}) | {r['dense_ms'] / r['tdm_ms']:.1f}x | "
                   f"{r['dense_sparse_ms']:.2f} | {r['dense_sparse_ms'] / r['tdm_ms']:.1f}x | "
                   f"{max(r['unpruned_vs_dense_log_joint'], r['unpruned_vs_dense_sparse_log_joint']):.1e} | "
                   f"{r['tdm_vs_dense_posterior']:.1e} | {r['tdm_vs_unpruned_posterior']:.1e} |", flush=True)
     print("\ndiff, log joint: largest difference of a log joint score (every label) between unpruned and the dense "
           "references;\nposterior: largest difference of a posterior between tdm (pruned) and the dense reference, "
-          "vs unpruned: and the unpruned kernel")
+          "vs unpruned: and the unpruned kernel (the group path's: in the --out file)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     return 0

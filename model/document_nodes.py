@@ -112,7 +112,7 @@ class DocumentNodes:
         # what the weigher saw in the current batch: (weights c, |c|_1 at each position), concatenated
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []
         self.weights_recomputed = 0
-        self.counters = np.zeros(7, dtype=np.int64)  # what scoring read and skipped (model.loops.mixture.COUNTERS)
+        self.counters = np.zeros(8, dtype=np.int64)  # what scoring read and skipped (model.loops.mixture.COUNTERS)
         self._scratch = (np.zeros(0), np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.int32))
         self.compactions = 0
         self.repacks = 0  # of the posting arena
@@ -326,6 +326,7 @@ class DocumentNodes:
             class_id = int(self.node_class[node])
             self.node_alive[node] = False
             self.node_factor[node] = 0.0
+            self.node_log_pi[node] = -np.inf  # the node pass sums every node id: a removed one adds nothing
             self.node_doc[node] = None
             self.class_nodes[class_id].discard(node)
             self.dirty_classes.add(class_id)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from .batch import PreparedBatch
-from .loops.scoring import accumulate_postings, dense_log_posterior
+from .loops.scoring import count_stale, dense_log_posterior, label_joint_scores
 from .loops.weights import class_terms as compiled_class_terms, posting_ratios
 from .postings import PostingCache
 from .smoothing import Smoothing, label_smoothing, log_smoothing_weight, posting_weight
@@ -114,6 +114,10 @@ class LabelModel:
 
     def refresh(self, state: "CountState", terms: np.ndarray) -> None:
         """Recompute the posting lists of ``terms`` that an update made stale (the lazy step)."""
+        postings, arena = self.postings, state.arena
+        if (len(postings.computed_at) >= len(arena.start) and arena.counting
+                and not count_stale(postings.computed_at, terms, state.epoch)):
+            return  # compiled check: the common answer when scoring is that every list is fresh
         smoothing = self.smoothing
         forms = smoothing.chain.forms
         affine = smoothing.background.affine(state.total_mass.value, state.n_vocab) if len(terms) else None
@@ -128,7 +132,6 @@ class LabelModel:
         else:
             derived = self.class_terms(state)
             values, denominator, by_mass = derived.values, derived.denominator, False
-        arena, postings = state.arena, self.postings
         if not arena.counting:  # from the first score on, the entry loops keep the arena's count copy
             arena.copy_counts(state.ent_count.hi, state.ent_count.lo)
         postings.reserve(arena)
@@ -178,16 +181,12 @@ class LabelModel:
     def joint_log_scores(self, state: "CountState", batch: PreparedBatch) -> np.ndarray:
         """The label score of every class id, unnormalized: shape ``(batch.n_docs, class capacity)``."""
         derived = self.class_terms(state)
-        n_docs, n_classes = batch.n_docs, state.classes.capacity
-        terms, weights, owner = batch.terms, batch.weights, batch.owner
-        length = np.bincount(owner, weights, minlength=n_docs)  # |w|_1
-        smooth = np.bincount(owner, weights * np.log(self.background(state, terms)), minlength=n_docs)
-        self.refresh(state, terms)
-        scores = (derived.log_prior[None, :] + length[:, None] * derived.log_a[None, :]) + smooth[:, None]
-        matched = np.zeros((n_docs, n_classes))
+        self.refresh(state, batch.terms)  # also brings log p_b(n) of the batch's terms up to date
+        out = np.empty((batch.n_docs, state.classes.capacity))
         arena = state.arena
-        accumulate_postings(owner, terms, weights, arena.start, arena.length, arena.cls, self.postings.weight, matched)
-        return scores + matched
+        label_joint_scores(batch.owner, batch.terms, batch.weights, self.postings.log_background, arena.start,
+                           arena.length, arena.cls, self.postings.weight, derived.log_prior, derived.log_a, out)
+        return out
 
     # ------------------------------------------------------------ bookkeeping
     def cache_arrays(self) -> list[np.ndarray]:

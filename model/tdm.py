@@ -54,7 +54,7 @@ from .base import GenerativeTextModel
 from .batch import PreparedBatch
 from .document_nodes import DocumentNodes, MissingLengthsError
 from .label_model import LabelModel
-from .loops.mixture import COUNTERS, log_mixtures
+from .loops.mixture import COUNTERS, log_mixtures, stale_weights
 from .loops.node_postings import node_posting_ratios
 from .persistence import ExtraState
 from .smoothing import kernel_smoothing
@@ -132,6 +132,11 @@ class TDM(GenerativeTextModel):
     """
 
     family = "tdm"
+    #: Score a document by the node pass of :func:`model.loops.mixture.log_mixtures` (every node summed
+    #: directly, no groups, no stop tests) when its postings number at least this many times the nodes
+    #: (then nearly every node is met and every posting is read anyway); ``math.inf``: never. Chosen by
+    #: ``bench.tdm_dense`` (docs/PERFORMANCE.md, must-show 4); exact either way (tests/test_tdm_node_pass.py).
+    node_pass_after = 2.0
 
     def __init__(self, spec: str = "tdm_uc_jm_dp_kpd_kdp", *, kernel_sum: str = "exact",
                  kernel_bin_width: float = 0.05, node_pruning: bool = True, prune_below: float | None = None,
@@ -272,32 +277,32 @@ class TDM(GenerativeTextModel):
 
         One compiled loop (:func:`model.loops.mixture.log_mixtures`): the closed form over the groups
         of equal ``a_i`` plus the matched documents, read from the document postings of the scored
-        terms; with :attr:`node_pruning` it leaves out what is provably below float64 round-off (the
-        inequality is in that module's docstring).
+        terms, or, for a document whose postings number :attr:`node_pass_after` times the nodes, the
+        node pass (every node's term summed directly; exact kernel sums only); with
+        :attr:`node_pruning` it leaves out what is provably below float64 round-off (the inequality is
+        in that module's docstring).
         """
         state = self.state
         nodes_table = self.nodes
         nodes_table.sync(state)
         n_docs = batch.n_docs
         out = np.full(label_scores.shape, -np.inf)
-        lengths = np.bincount(batch.owner, batch.weights, minlength=n_docs)  # |w|_1 of each document
         groups = nodes_table.group_table(self.kernel_bin_width if self.kernel_sum == "binned" else None)
         if not len(groups.classes):
             return out
         terms, weights, owner = batch.terms, batch.weights, batch.owner
-        known = terms < len(nodes_table.post_fill)  # terms beyond it have no document postings
-        if not known.all():
-            terms, weights, owner = terms[known], weights[known], owner[known]
-        stale = nodes_table.weight_epoch[terms] != state.epoch
-        if stale.any():
-            self._build_document_weights(np.unique(terms[stale]))
+        if stale_weights(terms, nodes_table.weight_epoch, state.epoch):  # compiled: the common answer is none
+            known = terms[terms < len(nodes_table.post_fill)]  # terms beyond it have no document postings
+            self._build_document_weights(np.unique(known[nodes_table.weight_epoch[known] != state.epoch]))
         row_start = np.array([0, len(terms)]) if n_docs == 1 else np.searchsorted(owner, np.arange(n_docs + 1))
         acc, met, met_nodes = nodes_table.scratch()
-        log_mixtures(row_start, terms, weights, lengths, label_scores, nodes_table.cache_start, nodes_table.cache_len,
+        # the node pass (every node summed, no groups) where the postings outnumber the nodes node_pass_after times
+        node_pass = self.node_pass_after if self.kernel_sum == "exact" else math.inf
+        log_mixtures(row_start, terms, weights, label_scores, nodes_table.cache_start, nodes_table.cache_len,
                      nodes_table.cache_node, nodes_table.cache_weight, nodes_table.term_bound, nodes_table.node_class,
                      nodes_table.node_log_pi, nodes_table.node_log_a, groups.classes, groups.starts, groups.sizes,
-                     groups.log_mass, groups.log_a, max(nodes_table.n_nodes, 1), self.node_pruning, acc, met,
-                     met_nodes, out, nodes_table.counters)
+                     groups.log_mass, groups.log_a, max(nodes_table.n_nodes, 1), self.node_pruning, node_pass, acc,
+                     met, met_nodes, out, nodes_table.counters)
         return out
 
     def _scoring_cache_arrays(self) -> list[np.ndarray]:

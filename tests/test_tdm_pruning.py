@@ -106,7 +106,7 @@ def test_pruning_skips_work_on_a_larger_model_and_keeps_the_scores(spec, params,
     counters = models[0].nodes.counters
     counters[:] = 0
     same_scores(models[0], models[1], queries)
-    postings, read, lookups, groups, groups_read, met, kept = counters.tolist()
+    postings, read, lookups, groups, groups_read, met, kept = counters.tolist()[:7]
     if skips:
         assert kept < met  # negligible nodes left out
     if skips and "kpd" in spec:

@@ -33,6 +33,16 @@ Lower bounds: ``S~_l >= T~_l`` and ``S_l >= pi_i a_i^Q expm1(p_i)`` for every me
 ``F_l = max(log of these, J^- - lambda_l)`` with ``J^-`` the best ``lambda + `` lower bound over labels.
 Without pruning (``prune=False``) every group, term and node is summed: the exact sums of the model
 before pruning existed.
+
+The node pass. When a document's postings outnumber the nodes ``node_pass_ratio`` times (a common-word
+document on a small model: nearly every node is met, and the postings must be read anyway), the loop
+reads every posting and sums ``S_l = sum_i exp(t_i)`` over all nodes of each label directly, with
+``t_i = log pi_i + Q log a_i + m_i`` (the same positive terms as ``T_l + M_l``, one ``exp`` per node
+instead of one per group plus ``expm1``, ``log`` and ``exp`` per matched node, and no stop tests). With
+pruning it leaves out a node only when ``t_i < max(P_l, J^- - lambda_l) + log(eps / N)`` (``P_l`` the
+label's largest ``t_i``, a lower bound of ``log S_l``; ``J^-`` the best ``lambda + P``): kind 3 above, the
+label's largest node always kept. The rule reads only counters the model has (postings of the
+document's terms, node ids), so it is deterministic; both forms are within round-off of each other.
 """
 from __future__ import annotations
 
@@ -47,7 +57,9 @@ LOG_PART = -52.0 * math.log(2.0) - math.log(4.0)
 _SLACK = 1.0 + 1e-12
 
 #: Counters :func:`log_mixtures` adds to (per call, summed over its documents).
-COUNTERS = ("postings", "postings_read", "lookups", "groups", "groups_read", "nodes_met", "nodes_kept")
+#: With the node pass (module docstring) ``groups_read`` stays 0, ``nodes_met`` counts the nodes with a match
+#: and ``nodes_kept`` every node summed (met or not); ``node_passes`` counts the documents scored by it.
+COUNTERS = ("postings", "postings_read", "lookups", "groups", "groups_read", "nodes_met", "nodes_kept", "node_passes")
 
 
 @njit(cache=True, nogil=True)
@@ -72,16 +84,18 @@ def _find(nodes, lo, hi, node):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, cache_len, cache_node,
+def log_mixtures(row_start, terms, weights, label_scores, cache_start, cache_len, cache_node,
                  cache_weight, term_bound, node_class, node_log_pi, node_log_a, group_classes, group_starts,
-                 group_sizes, group_log_mass, group_log_a, n_nodes_bound, prune, acc, met, met_nodes, out,
-                 counters):  # pragma: no cover - compiled
+                 group_sizes, group_log_mass, group_log_a, n_nodes_bound, prune, node_pass_ratio, acc, met,
+                 met_nodes, out, counters):  # pragma: no cover - compiled
     """``out[d, l] = log S~_l`` for every scored document ``d`` and label ``l`` with nodes (module docstring).
 
     ``terms``/``weights`` hold the batch's terms grouped by document (document ``d``: positions
-    ``row_start[d]:row_start[d + 1]``); ``lengths[d] = Q``; ``label_scores[d, l] = lambda_l``.
-    ``acc`` and ``met`` are zeroed scratch of one cell per node id (left zeroed), ``met_nodes``
-    scratch of the same size. ``out`` is ``-inf`` where a label has no nodes.
+    ``row_start[d]:row_start[d + 1]``; terms at or beyond ``cache_len``'s size have no postings;
+    ``Q`` is the sum of the row's weights); ``label_scores[d, l] = lambda_l``. A document whose
+    postings number at least ``node_pass_ratio`` times ``n_nodes_bound`` is scored by the node pass
+    (``inf``: never). ``acc`` and ``met`` are zeroed scratch of one cell per node id (left zeroed),
+    ``met_nodes`` scratch of the same size. ``out`` is ``-inf`` where a label has no nodes.
     """
     n_docs = row_start.shape[0] - 1
     n_groups_classes = group_classes.shape[0]
@@ -93,8 +107,26 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
     peak = np.full(n_classes, -np.inf)
     total = np.zeros(n_classes)
     log_eps_node = LOG_PART - math.log(max(n_nodes_bound, 1))
+    n_known = cache_len.shape[0]
     for d in range(n_docs):
-        q = lengths[d]
+        lo = row_start[d]
+        hi = row_start[d + 1]
+        q = 0.0
+        n_postings = 0
+        for p in range(lo, hi):
+            q += weights[p]
+            t = terms[p]
+            if t < n_known:
+                n_postings += cache_len[t]
+        if n_postings >= node_pass_ratio * n_nodes_bound:
+            counters[0] += n_postings
+            counters[7] += 1
+            for k in range(n_groups_classes):
+                counters[3] += group_sizes[k]
+            _node_pass(d, q, lo, hi, terms, weights, label_scores[d], n_known, cache_start, cache_len, cache_node,
+                       cache_weight, node_class, node_log_pi, node_log_a, group_classes, n_nodes_bound, prune,
+                       log_eps_node, acc, peak, total, floor, out, counters)
+            continue
         scores = label_scores[d]
         # ---- 1. the closed form T_l, groups by decreasing log a (the first one always summed)
         low_joint = -np.inf
@@ -129,8 +161,6 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
             log_t[k] = top + math.log(s)
             log_t_up[k] = np.logaddexp(log_t[k], skipped)
         # ---- 2. the matched nodes: terms by decreasing bound
-        lo = row_start[d]
-        hi = row_start[d + 1]
         n_terms = 0
         order_bound = np.empty(hi - lo)
         order_term = np.empty(hi - lo, dtype=np.int64)
@@ -138,7 +168,7 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
         exact_row = not prune
         for p in range(lo, hi):
             t = terms[p]
-            if cache_len[t] > 0:
+            if t < n_known and cache_len[t] > 0:
                 if weights[p] < 0.0:
                     exact_row = True  # bounds assume w_n >= 0 (true of every weighting here); else read all
                 order_bound[n_terms] = weights[p] * term_bound[t]
@@ -261,6 +291,70 @@ def log_mixtures(row_start, terms, weights, lengths, label_scores, cache_start, 
             peak[cls] = -np.inf
             total[cls] = 0.0
             floor[cls] = -np.inf
+
+
+@njit(cache=True, nogil=True)
+def _node_pass(d, q, lo, hi, terms, weights, scores, n_known, cache_start, cache_len, cache_node, cache_weight,
+               node_class, node_log_pi, node_log_a, group_classes, n_nodes, prune, log_eps_node, acc, peak, total,
+               threshold, out, counters):  # pragma: no cover - compiled
+    """Document ``d`` by the node pass (module docstring): every posting read, ``log S_l`` summed over all nodes.
+
+    ``peak``, ``total`` and ``threshold`` are per-class scratch (``peak`` -inf, ``total`` 0, left so).
+    A removed node has ``log pi_i = -inf`` and adds nothing.
+    """
+    for p in range(lo, hi):
+        t = terms[p]
+        if t < n_known and cache_len[t] > 0:
+            w = weights[p]
+            start = cache_start[t]
+            for pp in range(start, start + cache_len[t]):
+                acc[cache_node[pp]] += w * cache_weight[pp]
+            counters[1] += cache_len[t]
+    matched = 0
+    for node in range(n_nodes):  # t_i, kept in acc; P_l per label
+        x = acc[node]
+        if x != 0.0:
+            matched += 1
+        value = node_log_pi[node] + q * node_log_a[node] + x
+        acc[node] = value
+        cls = node_class[node]
+        if value > peak[cls]:
+            peak[cls] = value
+    counters[5] += matched
+    low_joint = -np.inf
+    for k in range(group_classes.shape[0]):
+        cls = group_classes[k]
+        if scores[cls] + peak[cls] > low_joint:
+            low_joint = scores[cls] + peak[cls]
+    for k in range(group_classes.shape[0]):
+        cls = group_classes[k]
+        threshold[cls] = max(peak[cls], low_joint - scores[cls]) + log_eps_node if prune else -np.inf
+    kept = 0
+    for node in range(n_nodes):
+        value = acc[node]
+        acc[node] = 0.0
+        cls = node_class[node]
+        if value < threshold[cls] and value < peak[cls] or value == -np.inf:
+            continue
+        total[cls] += math.exp(value - peak[cls])
+        kept += 1
+    for k in range(group_classes.shape[0]):
+        cls = group_classes[k]
+        out[d, cls] = peak[cls] + math.log(total[cls])
+        peak[cls] = -np.inf
+        total[cls] = 0.0
+        threshold[cls] = -np.inf
+    counters[6] += kept
+
+
+@njit(cache=True, nogil=True)
+def stale_weights(terms, weight_epoch, epoch):  # pragma: no cover - compiled
+    """Whether a term of ``terms`` that has document postings (id below ``weight_epoch``'s size) has weights
+    from another epoch than ``epoch``."""
+    for t in terms:
+        if t < weight_epoch.shape[0] and weight_epoch[t] != epoch:
+            return True
+    return False
 
 
 @njit(cache=True, nogil=True)

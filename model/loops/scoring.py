@@ -1,27 +1,9 @@
-"""Compiled loops of the scoring path: posting accumulation, the dense posterior (the MNB scoring
+"""Compiled loops of the scoring path: the label scores, the dense posterior (the MNB scoring
 kernel's loop, MODEL.md section 5), and one-pass checks on the way there (seen terms, stale postings)."""
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
-
-
-@njit(cache=True, nogil=True)
-def accumulate_postings(owner: np.ndarray, terms: np.ndarray, weights: np.ndarray, starts: np.ndarray,
-                        lengths: np.ndarray, posting_class: np.ndarray, posting_weight: np.ndarray,
-                        out: np.ndarray) -> None:  # pragma: no cover - compiled
-    """``out[doc, class] += w_n * w(class, n)`` over the postings of every (document, term).
-
-    The sum runs in term order, then posting order: the order of the
-    concatenate-and-bincount formulation it replaces.
-    """
-    for i in range(terms.shape[0]):
-        d = owner[i]
-        w = weights[i]
-        t = terms[i]
-        start = starts[t]
-        for p in range(start, start + lengths[t]):
-            out[d, posting_class[p]] += w * posting_weight[p]
 
 
 @njit(cache=True, nogil=True)
@@ -66,6 +48,36 @@ def dense_log_posterior(n_docs, owner, terms, weights, log_background, starts, l
             t = terms[j]
             for p in range(starts[t], starts[t] + lengths[t]):
                 matched[posting_class[p]] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def label_joint_scores(owner, terms, weights, log_background, starts, lengths, posting_class, posting_weight,
+                       log_prior, log_a, out):  # pragma: no cover - compiled
+    """Unnormalized label scores of a batch for every class id (TDM's label level, MODEL.md section 5).
+
+    ``out[d, l] = ((theta log p(l) + |w|_1 log a_l) + sum_n w_n log p_b(n)) + sum_postings w_n w(l, n)``,
+    ``log_background`` indexed by term id; the postings' sum is formed apart, then added (the order of
+    the numpy formulation it replaces). ``out`` has one row per document of ``owner`` (ascending).
+    """
+    n_docs, capacity = out.shape
+    matched = np.zeros(capacity)
+    i = 0
+    for d in range(n_docs):
+        length = 0.0
+        smooth = 0.0
+        start_i = i
+        while i < terms.shape[0] and owner[i] == d:
+            length += weights[i]
+            smooth += weights[i] * log_background[terms[i]]
+            i += 1
+        for j in range(start_i, i):
+            w = weights[j]
+            t = terms[j]
+            for p in range(starts[t], starts[t] + lengths[t]):
+                matched[posting_class[p]] += w * posting_weight[p]
+        for c in range(capacity):
+            out[d, c] = ((log_prior[c] + length * log_a[c]) + smooth) + matched[c]
+            matched[c] = 0.0
 
 
 @njit(cache=True, nogil=True)
