@@ -366,9 +366,9 @@ class GenerativeTextModel(PosteriorPredictions):
                 if self._record_classes(record) == set(classes):
                     return False
                 state.remove_document(doc_id)  # before interning: it may release terms of its own
-            added: list[str] = []
-            _, terms, raw = self._term_lexicon().learn_terms([doc], self.tokenizer,
-                                                             lambda new: state.intern_terms(new, added, absent=True))
+            added: list[int] = []
+            _, terms, raw = self._term_lexicon().learn_terms(
+                [doc], self.tokenizer, lambda blob, bounds: state.intern_encoded(blob, bounds, added))
             if state.add_document(doc_id, classes, terms, raw, _ts(ts), self._training_weigher()) is None and added:
                 with state.holding_term_ids() as held:  # too old to weigh anything: its new terms leave again
                     held.extend(added)
@@ -447,7 +447,7 @@ class GenerativeTextModel(PosteriorPredictions):
             changed += self._flush(batch)
         return changed
 
-    def _batch_terms(self, docs: list, with_ids: bool, added: list[str]):
+    def _batch_terms(self, docs: list, with_ids: bool, added: list[int]):
         """``(terms, term ids, counts, distinct terms per document)`` of a batch, new terms interned.
 
         Texts of documents with ids (the service's case) are tokenized and
@@ -457,7 +457,7 @@ class GenerativeTextModel(PosteriorPredictions):
         """
         if docs and with_ids and all(type(doc) is str for doc in docs):
             owner, ids, counts = self._term_lexicon().learn_terms(docs, self.tokenizer,
-                                                                  lambda new: self.state.intern_terms(new, added, absent=True))
+                                                                  lambda blob, bounds: self.state.intern_encoded(blob, bounds, added))
             return None, ids, counts, np.bincount(owner, minlength=len(docs))
         terms, counts, lengths = batch_term_counts(docs, self.tokenizer, check_terms=False)
         return terms, self.state.intern_terms(terms, added), counts, lengths

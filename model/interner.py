@@ -1,4 +1,9 @@
-"""Dense integer ids for names (terms, classes), with a change log a follower can read."""
+"""Dense integer ids for names (terms, classes), with a change log a follower can read.
+
+Names can also arrive as UTF-8 bytes (:meth:`Interner.add_new_encoded`, the compiled
+tokenizer's new terms): their ids are given at once, their strings and dict entries
+are built when first asked for (``names``, ``ids``, or any other change), in one pass.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -22,18 +27,50 @@ class Interner:
     [1, 2, 0]
     """
 
-    __slots__ = ("ids", "names", "free", "changes", "version")
+    __slots__ = ("_ids", "_names", "free", "changes", "version", "_pending", "_pending_count",
+                 "_pending_fresh")
 
     def __init__(self, names: list[str | None] | None = None, free: list[int] | None = None) -> None:
-        self.ids = _NameIds()
-        self.names: list[str | None] = [] if names is None else names
-        self.ids.update((name, i) for i, name in enumerate(self.names) if name is not None)
+        self._ids = _NameIds()
+        self._names: list[str | None] = [] if names is None else names
+        self._ids.update((name, i) for i, name in enumerate(self._names) if name is not None)
+        #: Names given as bytes and not yet built: ``(reused ids, first fresh id, blob, bounds)`` in order.
+        self._pending: list[tuple] = []
+        self._pending_count = self._pending_fresh = 0  # names pending; of them, names with new ids
         self.free: list[int] = [] if free is None else free
         #: Ids added or removed, in order, once a follower (``model.lexicon.TermLexicon``) asked for them;
         #: ``None`` when nobody follows, or the log grew so long unread that rebuilding is cheaper.
         self.changes: list[int] | None = None
         #: Bumped by every addition or removal: a result computed at one version holds while it stays.
         self.version = 0
+
+    @property
+    def ids(self) -> _NameIds:
+        """name -> id of every name held."""
+        if self._pending:
+            self._build_pending()
+        return self._ids
+
+    @property
+    def names(self) -> list[str | None]:
+        """id -> name (``None`` for a free id)."""
+        if self._pending:
+            self._build_pending()
+        return self._names
+
+    def _build_pending(self) -> None:
+        """Build the strings and dict entries of the names given as bytes, in the order they came."""
+        pending, self._pending, self._pending_count, self._pending_fresh = self._pending, [], 0, 0
+        names, ids = self._names, self._ids
+        for taken, start, blob, bounds in pending:
+            new = decode_names(blob, bounds)
+            for index, name in zip(taken, new):
+                names[index] = name
+            fresh = new[len(taken):]
+            assert len(names) == start, "names built out of order"
+            names.extend(fresh)
+            ids.update(zip(new, taken))
+            ids.update(zip(fresh, range(start, start + len(fresh))))
 
     def ids_of(self, names: list[str], added: list[str] | None = None) -> np.ndarray:
         """Ids of ``names``, adding the new ones in first-seen order (and listing them in ``added``).
@@ -43,7 +80,9 @@ class Interner:
         additions run as C-level passes over the batch (a dict lookup per name,
         one bulk insert of the new ones), not a Python call per new name.
         """
-        found = list(map(self.ids.get, names))
+        if self._pending:
+            self._build_pending()
+        found = list(map(self._ids.get, names))
         if None in found:
             new = list(dict.fromkeys([name for name, i in zip(names, found) if i is None]))
             if set(map(type, new)) != {str} and not all(isinstance(name, str) for name in new):
@@ -51,15 +90,15 @@ class Interner:
             self.add_new(new)
             if added is not None:
                 added.extend(new)
-            found = list(map(self.ids.__getitem__, names))
+            found = list(map(self._ids.__getitem__, names))
         return np.array(found, dtype=np.int64)
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self._ids) + self._pending_count
 
     @property
     def capacity(self) -> int:
-        return len(self.names)
+        return len(self._names) + self._pending_fresh
 
     def get(self, name: str) -> int | None:
         return self.ids.get(name)
@@ -91,7 +130,7 @@ class Interner:
     def add_new(self, new_names: list[str]) -> np.ndarray:
         """Add names known to be absent and distinct, in order: as :meth:`add` one by one (freed ids first,
         last freed first), in bulk. Returns their ids."""
-        free, names, ids = self.free, self.names, self.ids
+        free, names, ids = self.free, self.names, self.ids  # (pending names built first: ids stay in order)
         reused = min(len(free), len(new_names))
         taken = []
         if reused:
@@ -115,13 +154,66 @@ class Interner:
         given[reused:] = np.arange(start, len(names))
         return given
 
+    def add_new_encoded(self, blob: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+        """:meth:`add_new` for names given as UTF-8 (``surrogatepass``): name ``k`` is
+        ``blob[start : start + length]`` with ``(start, length) = bounds[k]``. The ids are given now,
+        the same as :meth:`add_new` would; the strings are built when first asked for.
+
+        >>> names = Interner(["spam"])
+        >>> names.add_new_encoded(np.frombuffer("eggscafé".encode(), dtype=np.uint8),
+        ...                       np.array([[0, 4], [4, 5]])).tolist(), len(names)
+        ([1, 2], 3)
+        >>> names.names, names.ids["café"]
+        (['spam', 'eggs', 'café'], 2)
+        """
+        free = self.free
+        count = len(bounds)
+        reused = min(len(free), count)
+        taken: list[int] = []
+        if reused:
+            taken = free[len(free) - reused:][::-1]  # the order pop() would give them
+            del free[len(free) - reused:]
+        start = self.capacity
+        if count:
+            self._pending.append((taken, start, blob, bounds))
+            self._pending_count += count
+            self._pending_fresh += count - reused
+        fresh = range(start, start + count - reused)
+        self.version += 1
+        if self.changes is not None:
+            self.changes.extend(taken)
+            self.changes.extend(fresh)
+            if len(self.changes) > 65536 and len(self.changes) > 2 * (start + len(fresh)):
+                self.changes = None  # nobody has read it for long: the follower rebuilds instead
+        given = np.empty(count, dtype=np.int64)
+        given[:reused] = taken
+        given[reused:] = fresh
+        return given
+
     def remove(self, index: int) -> None:
         name = self.names[index]
         if name is None:
             return
-        del self.ids[name]
+        del self._ids[name]
         self.names[index] = None
         self.free.append(index)
         self.version += 1
         if self.changes is not None:
             self._log_change(index)
+
+
+def decode_names(blob: np.ndarray, bounds: np.ndarray) -> list[str]:
+    """The strings ``blob[start : start + length]`` (UTF-8, ``surrogatepass``), ``(start, length) = bounds[k]``."""
+    raw = blob.tobytes()
+    ranges = zip(bounds[:, 0].tolist(), (bounds[:, 0] + bounds[:, 1]).tolist())
+    if raw.isascii():
+        text = raw.decode("ascii")
+        return [text[start:end] for start, end in ranges]
+    return [raw[start:end].decode("utf-8", "surrogatepass") for start, end in ranges]
+
+
+def encoded_characters(blob: np.ndarray) -> int:
+    """Characters of the UTF-8 bytes ``blob`` (as ``len`` of the decoded strings): bytes that are not continuations."""
+    if blob.tobytes().isascii():
+        return len(blob)
+    return len(blob) - int(np.count_nonzero((blob & 0xC0) == 0x80))

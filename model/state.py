@@ -43,7 +43,7 @@ import numpy as np
 from .decay import REBASE_AFTER_HALF_LIVES, DecayClock
 from .arena import TermArena
 from .arrays import SPILL, CompensatedArray, ExactArray, ExactSum, grow
-from .interner import Interner
+from .interner import Interner, encoded_characters
 from .loops.entries import DONE, NEED_ENTRIES, add_entries, count_terms, remove_entries
 
 #: Weights below this (in true units) would underflow when rescaled; such documents expire.
@@ -208,8 +208,8 @@ class CountState:
         self.arena.release(t)
 
     # ------------------------------------------------------------- interning
-    def intern_terms(self, term_keys: list[str], added: list[str] | None = None, absent: bool = False) -> np.ndarray:
-        """Term ids of ``term_keys``, adding new terms in first-seen order (listed in ``added``).
+    def intern_terms(self, term_keys: list[str], added: list[int] | None = None, absent: bool = False) -> np.ndarray:
+        """Term ids of ``term_keys``, adding new terms in first-seen order (their ids listed in ``added``).
 
         New keys must be strings (``TypeError`` otherwise, and nothing is
         added); keys already interned are strings by construction. With
@@ -220,14 +220,30 @@ class CountState:
         if absent:
             ids = self.terms.add_new(term_keys)
             if added is not None:
-                added.extend(term_keys)
+                added.extend(ids.tolist())
             self.term_name_bytes += sum(map(len, term_keys))
         else:
-            added = [] if added is None else added
-            first_new = len(added)
-            ids = self.terms.ids_of(term_keys, added)
-            if len(added) > first_new:
-                self.term_name_bytes += sum(map(len, added[first_new:]))
+            new: list[str] = []
+            ids = self.terms.ids_of(term_keys, new)
+            if new:
+                self.term_name_bytes += sum(map(len, new))
+                if added is not None:
+                    added.extend(map(self.terms.ids.__getitem__, new))
+        self._grow_term_arrays()
+        return ids
+
+    def intern_encoded(self, blob: np.ndarray, bounds: np.ndarray, added: list[int] | None = None) -> np.ndarray:
+        """:meth:`intern_terms` with ``absent`` for new terms given as UTF-8 bytes (the compiled lexicon's):
+        term ``k`` is ``blob[start : start + length]``, ``(start, length) = bounds[k]``; their strings are
+        built when first asked for (:meth:`model.interner.Interner.add_new_encoded`)."""
+        ids = self.terms.add_new_encoded(blob, bounds)
+        if added is not None:
+            added.extend(ids.tolist())
+        self.term_name_bytes += encoded_characters(blob)
+        self._grow_term_arrays()
+        return ids
+
+    def _grow_term_arrays(self) -> None:
         cap = self.terms.capacity
         if cap > len(self.term_refs):
             self.term_mass.grow(cap)
@@ -235,14 +251,13 @@ class CountState:
             self.term_refs = grow(self.term_refs, cap)
             self.term_raw = grow(self.term_raw, cap)
             self.arena.reserve_terms(cap)
-        return ids
 
     @contextlib.contextmanager
-    def holding_term_ids(self) -> Iterator[list[str]]:
+    def holding_term_ids(self) -> Iterator[list[int]]:
         """Keep every term id valid while the caller uses ids from :meth:`intern_terms`.
 
         Inside, terms whose last document leaves (unlearning, expiry) keep their
-        ids; on exit they are released, as are terms interned inside (keys
+        ids; on exit they are released, as are terms interned inside (ids
         appended to the yielded list) that no document ended up holding.
         """
         if self._held_dead_terms is not None:  # nested: the outer hold releases
@@ -252,9 +267,9 @@ class CountState:
         try:
             yield added
         finally:
-            interned = np.fromiter(map(self.terms.ids.get, added, itertools.repeat(-1)), dtype=np.int64,
-                                   count=len(added))  # -1: already gone
-            candidates = np.concatenate([np.array(self._held_dead_terms, dtype=np.int64), interned[interned >= 0]])
+            # (ids stay valid inside: a term released there would be held, not freed)
+            candidates = np.concatenate([np.array(self._held_dead_terms, dtype=np.int64),
+                                         np.array(added, dtype=np.int64)])
             self._held_dead_terms = None
             if len(candidates):
                 ids = np.unique(candidates)

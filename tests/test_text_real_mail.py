@@ -18,7 +18,6 @@ def test_prequential_text_path_sees_the_python_tokenizers_features_on_real_mail(
     docs = [d for d in load_jsonl(data_dir / f"{name}.jsonl.gz", limit=400) if d.labels]
     tokenizer = Tokenizer(ngrams=ngrams)
     model = MNB("uc_jm_dp_ps", tokenizer=tokenizer)
-    names = model.state.terms.names
     seen_non_ascii = 0
     for doc in docs:
         expected = Counter(tokenizer.tokens(doc.text))
@@ -26,6 +25,7 @@ def test_prequential_text_path_sees_the_python_tokenizers_features_on_real_mail(
             model.predict_proba_one(doc.text)
         model.learn_one(doc.text, doc.labels, id=doc.id)
         record = model.state.docs[doc.id]
+        names = model.state.terms.names  # (new terms' names are built when asked for: read after learning)
         learned = {names[t]: c for t, c in zip(record.terms.tolist(), record.raw.tolist())}
         assert learned == expected, doc.id
         seen_non_ascii += not doc.text.isascii()

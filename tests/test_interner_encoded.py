@@ -1,0 +1,53 @@
+"""Names given as bytes (``Interner.add_new_encoded``, the compiled lexicon's new terms) are built when first
+asked for: the interner must behave as if they had been added as strings (``add_new``) at that point."""
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from sgm.model.interner import Interner, encoded_characters
+
+NAMES = st.sampled_from(["spam", "eggs", "café", "a b", "x", "ünï", "\ud800", "bacon", "toast", "zz"])
+STEPS = st.lists(st.tuples(st.sampled_from(["encoded", "strings", "add", "remove", "get", "look", "len"]),
+                           st.lists(NAMES, max_size=4), st.integers(0, 20)), max_size=30)
+
+
+def _encoded(names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    parts = [name.encode("utf-8", "surrogatepass") for name in names]
+    blob = np.frombuffer(b"".join(parts), dtype=np.uint8)
+    starts = np.cumsum([0] + [len(p) for p in parts[:-1]]) if parts else np.zeros(0, dtype=np.int64)
+    return blob, np.array([[s, len(p)] for s, p in zip(starts, parts)], dtype=np.int64).reshape(-1, 2)
+
+
+@settings(deadline=None)
+@given(STEPS)
+def test_names_given_as_bytes_equal_names_given_as_strings(steps):
+    lazy, eager = Interner(), Interner()
+    lazy.changes, eager.changes = [], []
+    for op, names, k in steps:
+        if op in ("encoded", "strings"):
+            new = [n for n in dict.fromkeys(names) if eager.get(n) is None]  # absent and distinct, as the lexicon's
+            given_ids = lazy.add_new_encoded(*_encoded(new)) if op == "encoded" else lazy.add_new(new)
+            assert given_ids.tolist() == eager.add_new(new).tolist()
+        elif op == "add":
+            for name in names:
+                assert lazy.add(name) == eager.add(name)
+        elif op == "remove":
+            index = k % max(eager.capacity, 1)
+            if index < eager.capacity:
+                lazy.remove(index)
+                eager.remove(index)
+        elif op == "get":
+            assert [lazy.get(n) for n in names] == [eager.get(n) for n in names]
+        elif op == "look":
+            assert lazy.ids_of(names).tolist() == eager.ids_of(names).tolist()
+        # what needs no strings is right before they are built
+        assert (len(lazy), lazy.capacity, lazy.version) == (len(eager), eager.capacity, eager.version)
+        assert lazy.changes == eager.changes and lazy.free == eager.free
+        if op == "len":
+            assert lazy.names == eager.names and lazy.ids == eager.ids
+    assert lazy.names == eager.names and lazy.ids == eager.ids and lazy.free == eager.free
+
+
+@given(st.lists(NAMES, max_size=6))
+def test_encoded_characters_counts_as_len_does(names):
+    blob, _ = _encoded(names)
+    assert encoded_characters(blob) == sum(map(len, names))
