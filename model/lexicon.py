@@ -29,11 +29,11 @@ import numpy as np
 from numba import njit
 
 from .interner import decode_names
-from .loops.prefetch import prefetch_item, prefetch_row
-from .loops.term_table import (EMPTY, FNV_OFFSET, FNV_PRIME, ROW_MASK, count_row, file_terms, find_row, regrown,
-                               unfile_terms)
 from .text import ASCII_DELETED, ASCII_SEPARATORS, SPLIT_READY, Tokenizer
 
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+_EMPTY, _DELETED = -1, -2
 _NO_FILTER = np.zeros(0, dtype=np.int64)
 
 # Character classes for the kernel, by code point: 0 = part of a token, 1 = separator (whitespace
@@ -53,7 +53,7 @@ for _c, _to in SPLIT_READY.items():
 @njit(cache=True, nogil=True)
 def _fnv(data, start, end, h):  # pragma: no cover - compiled
     for i in range(start, end):
-        h = (h ^ np.uint64(data[i])) * FNV_PRIME
+        h = (h ^ np.uint64(data[i])) * _FNV_PRIME
     return h
 
 
@@ -62,19 +62,29 @@ def _insert(slots, h, term):  # pragma: no cover - compiled
     # the caller keeps the table at most half full (deleted slots included): an empty slot exists
     mask = slots.shape[0] - 1
     at = np.int64(h & np.uint64(mask))
-    while slots[at, 1] != EMPTY:  # deleted slots are not reused: they go at the next rebuild
+    while slots[at, 1] != _EMPTY:  # deleted slots are not reused: they go at the next rebuild
         at = (at + 1) & mask
     slots[at, 0] = np.int64(h)
     slots[at, 1] = term
 
 
 @njit(cache=True, nogil=True)
-def _find(slots, term_bytes, location, h, buf, starts, ends, first, n):  # pragma: no cover
-    """Id of the token equal to words ``first .. first + n - 1`` of ``buf`` joined by spaces, or -1.
+def _delete(slots, h, term):  # pragma: no cover - compiled
+    mask = slots.shape[0] - 1
+    at = np.int64(h & np.uint64(mask))
+    while slots[at, 1] != _EMPTY:
+        if slots[at, 1] == term:
+            slots[at, 1] = _DELETED
+            return
+        at = (at + 1) & mask
 
-    The table of a pass's unknown tokens (small, in cache): ``slots[at] = (hash bits, token)``,
-    ``location[token] = (start, length)`` of its bytes in ``term_bytes``. The vocabulary's table
-    keeps all of it in one row per slot (:func:`find_row`).
+
+@njit(cache=True, nogil=True)
+def _find(slots, term_bytes, location, h, buf, starts, ends, first, n):  # pragma: no cover
+    """Id of the term equal to words ``first .. first + n - 1`` of ``buf`` joined by spaces, or -1.
+
+    ``slots[at] = (hash bits, term id)``, ``location[term] = (start, length)`` of its bytes in
+    ``term_bytes``: what a probe reads is side by side.
     """
     length = n - 1
     for j in range(first, first + n):
@@ -82,7 +92,7 @@ def _find(slots, term_bytes, location, h, buf, starts, ends, first, n):  # pragm
     mask = slots.shape[0] - 1
     at = np.int64(h & np.uint64(mask))
     key = np.int64(h)
-    while slots[at, 1] != EMPTY:
+    while slots[at, 1] != _EMPTY:
         term = slots[at, 1]
         if term >= 0 and slots[at, 0] == key and location[term, 1] == length:
             p = location[term, 0]
@@ -160,9 +170,20 @@ def _add_unknown(h, buf, starts, ends, first, n, table, text, location, n_unknow
 @njit(cache=True, nogil=True)
 def _rehash(unknown_hash, n_unknown, size):  # pragma: no cover - compiled
     table = np.zeros((size, 2), dtype=np.int64)
-    table[:, 1] = EMPTY
+    table[:, 1] = _EMPTY
     for u in range(n_unknown):
         _insert(table, unknown_hash[u], u)
+    return table
+
+
+@njit(cache=True, nogil=True)
+def _regrown(slots, size):  # pragma: no cover - compiled
+    """The filed (hash, term) pairs of ``slots`` in a new table of ``size`` slots (deleted slots dropped)."""
+    table = np.zeros((size, 2), dtype=np.int64)
+    table[:, 1] = _EMPTY
+    for at in range(slots.shape[0]):
+        if slots[at, 1] >= 0:
+            _insert(table, np.uint64(slots[at, 0]), slots[at, 1])
     return table
 
 
@@ -196,7 +217,7 @@ def _split_words(data, begin, end, char_class, lowercase, max_len, buf, starts, 
     length = 0
     word_start = -1
     chars = 0  # characters of the word so far: UTF-8 bytes other than continuation bytes
-    h = FNV_OFFSET
+    h = _FNV_OFFSET
     skip = 0  # continuation bytes of a separator or deleted character still to pass
     for i in range(begin, end + 1):
         if i < end:
@@ -220,12 +241,12 @@ def _split_words(data, begin, end, char_class, lowercase, max_len, buf, starts, 
             if word_start < 0:
                 word_start = length
                 chars = 0
-                h = FNV_OFFSET
+                h = _FNV_OFFSET
             buf[length] = b
             length += 1
             if (b & 0xC0) != 0x80:
                 chars += 1
-            h = (h ^ np.uint64(b)) * FNV_PRIME
+            h = (h ^ np.uint64(b)) * _FNV_PRIME
         elif word_start >= 0:
             if chars <= max_len:
                 starts[n_words] = word_start
@@ -241,42 +262,13 @@ def _ngram_hash(buf, starts, ends, hashes, first, n):  # pragma: no cover - comp
     """FNV-1a of words ``first .. first + n - 1`` joined by spaces: continues from the first word's hash."""
     h = hashes[first]
     for j in range(first + 1, first + n):
-        h = (h ^ np.uint64(32)) * FNV_PRIME
+        h = (h ^ np.uint64(32)) * _FNV_PRIME
         h = _fnv(buf, starts[j], ends[j], h)
     return h
 
 
-#: How many n-grams ahead a document's lookup asks for a slot row; half as far ahead, for the term's bytes.
-_AHEAD = 16
-
-
 @njit(cache=True, nogil=True)
-def _gram_hashes(buf, starts, ends, hashes, n_words, ngrams, gram_hash):  # pragma: no cover - compiled
-    """FNV-1a of every n-gram of the words, unigrams first (the tokenizer's order); returns how many."""
-    g = 0
-    for n in range(1, ngrams + 1):
-        for first in range(0, n_words - n + 1):
-            gram_hash[g] = hashes[first] if n == 1 else _ngram_hash(buf, starts, ends, hashes, first, n)
-            g += 1
-    return g
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _ask_ahead(slots, term_bytes, gram_hash, g, n_grams, mask):  # pragma: no cover - compiled
-    """Prefetch the home slot row of n-gram ``g + _AHEAD`` and, when the home row of n-gram ``g + _AHEAD // 2``
-    (asked for earlier) holds its hash, that term's bytes: the misses of later lookups overlap this one."""
-    ahead = g + _AHEAD
-    if ahead < n_grams:
-        prefetch_row(slots, np.int64(gram_hash[ahead] & mask))
-    near = g + _AHEAD // 2
-    if near < n_grams:
-        at = np.int64(gram_hash[near] & mask)
-        if slots[at, 0] == np.int64(gram_hash[near]) and slots[at, 1] >= 0:
-            prefetch_item(term_bytes, slots[at, 2] >> 24)
-
-
-@njit(cache=True, nogil=True)
-def _known_terms(data, doc_starts, char_class, lowercase, max_len, ngrams, slots, term_bytes, location, serial,
+def _known_terms(data, doc_starts, char_class, lowercase, max_len, ngrams, slots, term_bytes, location, marks, serial,
                  out_owner, out_terms, out_counts, entries):  # pragma: no cover
     """Known terms of each document with their counts, in first-occurrence order; returns how many.
 
@@ -288,36 +280,25 @@ def _known_terms(data, doc_starts, char_class, lowercase, max_len, ngrams, slots
     starts = np.empty(data.shape[0] // 2 + 1, dtype=np.int64)
     ends = np.empty(data.shape[0] // 2 + 1, dtype=np.int64)
     hashes = np.empty(data.shape[0] // 2 + 1, dtype=np.uint64)
-    gram_hash = np.empty(ngrams * (data.shape[0] // 2 + 1), dtype=np.uint64)
-    mask = np.uint64(slots.shape[0] - 1)
     for d in range(doc_starts.shape[0] - 1):
         serial += 1
         n_words = _split_words(data, doc_starts[d], doc_starts[d + 1], char_class, lowercase, max_len, buf, starts,
                                ends, hashes)
         # every n-gram of the kept words (unigrams first, as the tokenizer lists them)
-        n_grams = _gram_hashes(buf, starts, ends, hashes, n_words, ngrams, gram_hash)
-        for g in range(min(_AHEAD, n_grams)):
-            prefetch_row(slots, np.int64(gram_hash[g] & mask))
-        n, first = 1, 0
-        for g in range(n_grams):
-            _ask_ahead(slots, term_bytes, gram_hash, g, n_grams, mask)
-            while first > n_words - n:  # the n-grams of this order are done
-                n, first = n + 1, 0
-            if n == 1:  # a constant word count lets the compiler specialize the comparison
-                at = find_row(slots, term_bytes, location, gram_hash[g], buf, starts, ends, first, 1)
-            else:
-                at = find_row(slots, term_bytes, location, gram_hash[g], buf, starts, ends, first, n)
-            first += 1
-            if at < 0:
-                continue
-            term = slots[at, 1]
-            if not filtered or (term < entries.shape[0] and entries[term] > 0):
-                n_out = count_row(slots, at, d, serial, out_owner, out_terms, out_counts, n_out)
+        for n in range(1, ngrams + 1):
+            for first in range(0, n_words - n + 1):
+                if n == 1:  # a constant word count lets the compiler specialize the comparison
+                    term = _find(slots, term_bytes, location, hashes[first], buf, starts, ends, first, 1)
+                else:
+                    h = _ngram_hash(buf, starts, ends, hashes, first, n)
+                    term = _find(slots, term_bytes, location, h, buf, starts, ends, first, n)
+                if term >= 0 and (not filtered or (term < entries.shape[0] and entries[term] > 0)):
+                    n_out = _count_term(term, term, d, serial, marks, out_owner, out_terms, out_counts, n_out)
     return n_out, serial
 
 
 @njit(cache=True, nogil=True)
-def _all_terms(data, doc_starts, char_class, lowercase, max_len, ngrams, slots, term_bytes, location, serial,
+def _all_terms(data, doc_starts, char_class, lowercase, max_len, ngrams, slots, term_bytes, location, marks, serial,
                out_owner, out_terms, out_counts):  # pragma: no cover
     """:func:`_known_terms` with the other tokens as rows too, for learning.
 
@@ -339,47 +320,74 @@ def _all_terms(data, doc_starts, char_class, lowercase, max_len, ngrams, slots, 
     unknown = np.full((capacity, 2), -1, dtype=np.int64)
     n_unknown = 0
     n_text = 0
-    gram_hash = np.empty(ngrams * (data.shape[0] // 2 + 1), dtype=np.uint64)
-    mask = np.uint64(slots.shape[0] - 1)
     for d in range(doc_starts.shape[0] - 1):
         serial += 1
         n_words = _split_words(data, doc_starts[d], doc_starts[d + 1], char_class, lowercase, max_len, buf, starts,
                                ends, hashes)
-        n_grams = _gram_hashes(buf, starts, ends, hashes, n_words, ngrams, gram_hash)
-        for g in range(min(_AHEAD, n_grams)):
-            prefetch_row(slots, np.int64(gram_hash[g] & mask))
-        n, first = 1, 0
-        for g in range(n_grams):
-            _ask_ahead(slots, term_bytes, gram_hash, g, n_grams, mask)
-            while first > n_words - n:  # the n-grams of this order are done
-                n, first = n + 1, 0
-            h = gram_hash[g]
-            if n == 1:  # a constant word count lets the compiler specialize the comparison
-                at = find_row(slots, term_bytes, location, h, buf, starts, ends, first, 1)
-            else:
-                at = find_row(slots, term_bytes, location, h, buf, starts, ends, first, n)
-            first += 1
-            if at >= 0:
-                n_out = count_row(slots, at, d, serial, out_owner, out_terms, out_counts, n_out)
-                continue
-            w = first - 1
-            u = _find(table, text, unknown, h, buf, starts, ends, w, n)
-            if u < 0:
-                u = n_unknown
-                if u >= unknown_hash.shape[0]:
-                    unknown_hash = _doubled(unknown_hash, np.uint64(0))
-                    unknown_marks = _doubled(unknown_marks, -1)
-                if 2 * (u + 1) > table.shape[0]:
-                    table = _rehash(unknown_hash, u, 2 * table.shape[0])
-                unknown_hash[u] = h
-                text, unknown, n_text = _add_unknown(h, buf, starts, ends, w, n, table, text, unknown, u, n_text)
-                n_unknown += 1
-            n_out = _count_term(u, -(u + 1), d, serial, unknown_marks, out_owner, out_terms, out_counts, n_out)
+        for n in range(1, ngrams + 1):
+            for first in range(0, n_words - n + 1):
+                if n == 1:  # a constant word count lets the compiler specialize the comparison
+                    h = hashes[first]
+                    term = _find(slots, term_bytes, location, h, buf, starts, ends, first, 1)
+                else:
+                    h = _ngram_hash(buf, starts, ends, hashes, first, n)
+                    term = _find(slots, term_bytes, location, h, buf, starts, ends, first, n)
+                if term >= 0:
+                    n_out = _count_term(term, term, d, serial, marks, out_owner, out_terms, out_counts, n_out)
+                    continue
+                u = _find(table, text, unknown, h, buf, starts, ends, first, n)
+                if u < 0:
+                    u = n_unknown
+                    if u >= unknown_hash.shape[0]:
+                        unknown_hash = _doubled(unknown_hash, np.uint64(0))
+                        unknown_marks = _doubled(unknown_marks, -1)
+                    if 2 * (u + 1) > table.shape[0]:
+                        table = _rehash(unknown_hash, u, 2 * table.shape[0])
+                    unknown_hash[u] = h
+                    text, unknown, n_text = _add_unknown(h, buf, starts, ends, first, n, table, text, unknown, u,
+                                                         n_text)
+                    n_unknown += 1
+                n_out = _count_term(u, -(u + 1), d, serial, unknown_marks, out_owner, out_terms, out_counts, n_out)
     return n_out, serial, text[:n_text], unknown[:n_unknown].copy()
 
 
+@njit(cache=True, nogil=True)
+def _file_terms(slots, term_bytes, at, term_hash, location, ids, blob, lengths):  # pragma: no cover - compiled
+    """File term ``ids[k]`` (the k-th run of ``lengths[k]`` bytes of ``blob``) at ``term_bytes[at:]`` and in the table."""
+    p = 0
+    for k in range(ids.shape[0]):
+        t = ids[k]
+        n = lengths[k]
+        h = _FNV_OFFSET
+        for i in range(n):
+            b = blob[p + i]
+            term_bytes[at + i] = b
+            h = (h ^ np.uint64(b)) * _FNV_PRIME
+        location[t, 0] = at
+        location[t, 1] = n
+        term_hash[t] = h
+        _insert(slots, h, t)
+        p += n
+        at += n
+
+
+@njit(cache=True, nogil=True)
+def _unfile_terms(slots, term_hash, location, ids):  # pragma: no cover - compiled
+    """Take the filed terms among ``ids`` out of the table; returns (how many, their bytes)."""
+    removed = 0
+    garbage = 0
+    for k in range(ids.shape[0]):
+        t = ids[k]
+        if location[t, 1] >= 0:
+            _delete(slots, term_hash[t], t)
+            garbage += location[t, 1]
+            location[t, 1] = -1
+            removed += 1
+    return removed, garbage
+
+
 def _hash_bytes(data: bytes) -> np.uint64:
-    return _fnv(np.frombuffer(data, dtype=np.uint8), 0, len(data), FNV_OFFSET)
+    return _fnv(np.frombuffer(data, dtype=np.uint8), 0, len(data), _FNV_OFFSET)
 
 
 def _encoded(texts: Sequence[str], lowercase: bool) -> tuple[bytes, list[int]]:
@@ -441,10 +449,10 @@ class TermLexicon:
         self.interner.changes = []  # the interner logs added and removed ids from now on
         names = self.interner.names
         capacity = 1 << max(4, (3 * max(len(names), 8) - 1).bit_length())  # at most a third full: room to grow
-        # what one lookup reads together is stored together: a slot row holds the hash, the term id, where
-        # its bytes are and its per-document counting mark (one cache miss, then the bytes; file_row)
-        slots = np.zeros((capacity, 4), dtype=np.int64)
-        slots[:, 1] = EMPTY
+        # what one lookup reads together is stored together (a cache miss each, not one per array):
+        # a slot's hash and term id; a term's bytes' start and length; a term's per-document mark and row
+        slots = np.zeros((capacity, 2), dtype=np.int64)
+        slots[:, 1] = _EMPTY
         self._set_slots(slots)
         self.term_hash = np.zeros(len(names), dtype=np.uint64)
         self._term_arrays(len(names))
@@ -467,21 +475,24 @@ class TermLexicon:
             bigger = np.zeros(max(2 * len(self.term_bytes), self.bytes_used + len(blob)), dtype=np.uint8)
             bigger[: self.bytes_used] = self.term_bytes[: self.bytes_used]
             self.term_bytes = bigger
-        file_terms(self.slots, self.term_bytes, self.bytes_used, self.term_hash, self.location, ids, blob, lengths)
+        _file_terms(self.slots, self.term_bytes, self.bytes_used, self.term_hash, self.location, ids, blob, lengths)
         self.bytes_used += len(blob)
         self.used += len(ids)
 
     def _term_arrays(self, size: int) -> None:
-        """Per term id: its bytes' (start, length), side by side (unfiling reads it; lookups read the slot row)."""
+        """Per term id: its bytes' (start, length) and its (mark, row) for counting, each pair side by side."""
         self.location = np.zeros((size, 2), dtype=np.int64)
         self.location[:, 1] = -1
+        self.marks = np.zeros((size, 2), dtype=np.int64)
+        self.marks[:, 0] = -1
         self.term_start, self.term_len = self.location[:, 0], self.location[:, 1]  # views, for reading
+        self.mark, self.position = self.marks[:, 0], self.marks[:, 1]
 
     def _ensure_ids(self, size: int) -> None:
         if size <= len(self.term_len):
             return
         size = max(size, 2 * len(self.term_len))
-        old = {name: getattr(self, name) for name in ("term_hash", "term_start", "term_len")}
+        old = {name: getattr(self, name) for name in ("term_hash", "term_start", "term_len", "mark", "position")}
         self._term_arrays(size)
         self.term_hash = np.zeros(size, dtype=np.uint64)
         for name, values in old.items():
@@ -496,7 +507,7 @@ class TermLexicon:
         if 2 * (self.used + self.deleted + count) <= len(self.slot_term):
             return
         capacity = 1 << max(4, (3 * max(self.used + count, 8) - 1).bit_length())
-        self._set_slots(regrown(self.slots, capacity))
+        self._set_slots(_regrown(self.slots, capacity))
         self.deleted = 0
 
     def _set_slots(self, slots: np.ndarray) -> None:
@@ -516,7 +527,7 @@ class TermLexicon:
         self._ensure_ids(len(self.interner.names))
         changed = list(dict.fromkeys(changes))
         # an id that held a term lost it (removed, or reused for another name): unfile, then file what it holds now
-        removed, garbage = unfile_terms(self.slots, self.term_hash, self.location, np.array(changed, dtype=np.int64))
+        removed, garbage = _unfile_terms(self.slots, self.term_hash, self.location, np.array(changed, dtype=np.int64))
         self.used -= removed
         self.deleted += removed
         self.garbage += garbage
@@ -619,7 +630,7 @@ class TermLexicon:
             return  # not what was expected: the next sync files them from the interner
         self._room_for(count)
         del changes[-count:]
-        self._ensure_ids(self.interner.capacity)
+        self._ensure_ids(self.interner.capacity)  # (not len(names): that would build the pending names)
         self._file_bytes(ids, blob, lengths)
 
     def _compiled(self, texts: Sequence[str], tokenizer: Tokenizer, collect_unknown: bool = False,
@@ -632,16 +643,11 @@ class TermLexicon:
         else:
             np.cumsum(lengths, out=doc_starts[1:])
         bound = tokenizer.ngrams * (len(data) // 2 + len(texts)) + 1  # a document of b bytes has <= (b + 1) // 2 words
-        if bound > ROW_MASK:  # a slot's counting mark holds an output row in 32 bits
-            raise ValueError("batch too large for one compiled tokenizer pass: split it")
-        if self.serial + len(texts) >= 1 << 31:  # a slot's mark holds the document serial in its high 32 bits
-            self.slots[:, 3] = -1
-            self.serial = 0
         out_owner = np.empty(bound, dtype=np.int64)
         out_terms = np.empty(bound, dtype=np.int64)
         out_counts = np.empty(bound, dtype=np.float64)
         args = (data, doc_starts, _CHAR_CLASS, tokenizer.lowercase, tokenizer.max_token_length, tokenizer.ngrams,
-                self.slots, self.term_bytes, self.location, self.serial, out_owner, out_terms, out_counts)
+                self.slots, self.term_bytes, self.location, self.marks, self.serial, out_owner, out_terms, out_counts)
         if not collect_unknown:
             n, self.serial = _known_terms(*args, entries)
             return out_owner[:n], out_terms[:n], _presence(out_counts[:n], tokenizer)

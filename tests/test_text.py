@@ -122,14 +122,12 @@ def test_compiled_lexicon_confirms_hash_matches_by_bytes():
     vocabulary = Interner()
     vocabulary.add("a_b")
     lexicon = TermLexicon(vocabulary)
-    row = lexicon.slots[lexicon.slot_term == 0][0].copy()  # where "a_b"'s bytes are, its length
     for query, colliding in (("a b", b"a b"), ("a-b", b"a b"), ("axb", b"axb")):
         lexicon.slot_hash[:] = 0
         lexicon.slot_term[:] = -1
         target = _hash_bytes(colliding)
         slot = int(target & np.uint64(len(lexicon.slot_term) - 1))
-        lexicon.slots[slot] = row
-        lexicon.slot_hash[slot] = target  # "a_b" filed under the query's hash (same length: the bytes decide)
+        lexicon.slot_hash[slot], lexicon.slot_term[slot] = target, 0  # "a_b" filed under the query's hash
         owner, terms, counts = lexicon.known_terms([query], Tokenizer(ngrams=2))
         assert terms.tolist() == [], query
 
