@@ -1,8 +1,9 @@
 """Dense integer ids for names (terms, classes), with a change log a follower can read.
 
 Names can also arrive as UTF-8 bytes (:meth:`Interner.add_new_encoded`, the compiled
-tokenizer's new terms): their ids are given at once, their strings and dict entries
-are built when first asked for (``names``, ``ids``, or any other change), in one pass.
+tokenizer's new terms): their ids are given at once, their strings are built when first
+asked for (``names``, or any other change), and their name -> id entries when ``ids`` is
+(a snapshot reads the names only), each in one pass.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ class Interner:
     """
 
     __slots__ = ("_ids", "_names", "free", "changes", "version", "_pending", "_pending_count",
-                 "_pending_fresh")
+                 "_pending_fresh", "_unindexed", "_unindexed_count")
 
     def __init__(self, names: list[str | None] | None = None, free: list[int] | None = None) -> None:
         self._ids = _NameIds()
@@ -37,6 +38,9 @@ class Interner:
         #: Names given as bytes and not yet built: ``(reused ids, first fresh id, blob, bounds)`` in order.
         self._pending: list[tuple] = []
         self._pending_count = self._pending_fresh = 0  # names pending; of them, names with new ids
+        #: Names built but not yet in ``ids``: ``(names, reused ids, first fresh id)`` in order.
+        self._unindexed: list[tuple] = []
+        self._unindexed_count = 0
         self.free: list[int] = [] if free is None else free
         #: Ids added or removed, in order, once a follower (``model.lexicon.TermLexicon``) asked for them;
         #: ``None`` when nobody follows, or the log grew so long unread that rebuilding is cheaper.
@@ -49,6 +53,8 @@ class Interner:
         """name -> id of every name held."""
         if self._pending:
             self._build_pending()
+        if self._unindexed:
+            self._index_built()
         return self._ids
 
     @property
@@ -59,18 +65,25 @@ class Interner:
         return self._names
 
     def _build_pending(self) -> None:
-        """Build the strings and dict entries of the names given as bytes, in the order they came."""
+        """Build the strings of the names given as bytes, in the order they came (``ids`` indexes them)."""
         pending, self._pending, self._pending_count, self._pending_fresh = self._pending, [], 0, 0
-        names, ids = self._names, self._ids
+        names = self._names
         for taken, start, blob, bounds in pending:
             new = decode_names(blob, bounds)
             for index, name in zip(taken, new):
                 names[index] = name
-            fresh = new[len(taken):]
             assert len(names) == start, "names built out of order"
-            names.extend(fresh)
+            names.extend(new[len(taken):])
+            self._unindexed.append((new, taken, start))
+            self._unindexed_count += len(new)
+
+    def _index_built(self) -> None:
+        """Add the built names' name -> id entries, in the order they came."""
+        unindexed, self._unindexed, self._unindexed_count = self._unindexed, [], 0
+        ids = self._ids
+        for new, taken, start in unindexed:
             ids.update(zip(new, taken))
-            ids.update(zip(fresh, range(start, start + len(fresh))))
+            ids.update(zip(new[len(taken):], range(start, start + len(new) - len(taken))))
 
     def ids_of(self, names: list[str], added: list[str] | None = None) -> np.ndarray:
         """Ids of ``names``, adding the new ones in first-seen order (and listing them in ``added``).
@@ -80,9 +93,8 @@ class Interner:
         additions run as C-level passes over the batch (a dict lookup per name,
         one bulk insert of the new ones), not a Python call per new name.
         """
-        if self._pending:
-            self._build_pending()
-        found = list(map(self._ids.get, names))
+        ids = self.ids
+        found = list(map(ids.get, names))
         if None in found:
             new = list(dict.fromkeys([name for name, i in zip(names, found) if i is None]))
             if set(map(type, new)) != {str} and not all(isinstance(name, str) for name in new):
@@ -90,11 +102,11 @@ class Interner:
             self.add_new(new)
             if added is not None:
                 added.extend(new)
-            found = list(map(self._ids.__getitem__, names))
+            found = list(map(ids.__getitem__, names))
         return np.array(found, dtype=np.int64)
 
     def __len__(self) -> int:
-        return len(self._ids) + self._pending_count
+        return len(self._ids) + self._pending_count + self._unindexed_count
 
     @property
     def capacity(self) -> int:
@@ -194,7 +206,7 @@ class Interner:
         name = self.names[index]
         if name is None:
             return
-        del self._ids[name]
+        del self.ids[name]
         self.names[index] = None
         self.free.append(index)
         self.version += 1

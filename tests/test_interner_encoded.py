@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from sgm.model.interner import Interner, encoded_characters
 
 NAMES = st.sampled_from(["spam", "eggs", "café", "a b", "x", "ünï", "\ud800", "bacon", "toast", "zz"])
-STEPS = st.lists(st.tuples(st.sampled_from(["encoded", "strings", "add", "remove", "get", "look", "len"]),
+STEPS = st.lists(st.tuples(st.sampled_from(["encoded", "strings", "add", "remove", "get", "look", "len", "names"]),
                            st.lists(NAMES, max_size=4), st.integers(0, 20)), max_size=30)
 
 
@@ -42,6 +42,8 @@ def test_names_given_as_bytes_equal_names_given_as_strings(steps):
         # what needs no strings is right before they are built
         assert (len(lazy), lazy.capacity, lazy.version) == (len(eager), eager.capacity, eager.version)
         assert lazy.changes == eager.changes and lazy.free == eager.free
+        if op == "names":  # the strings built, their dict entries not yet
+            assert lazy.names == eager.names
         if op == "len":
             assert lazy.names == eager.names and lazy.ids == eager.ids
     assert lazy.names == eager.names and lazy.ids == eager.ids and lazy.free == eager.free
