@@ -7,6 +7,17 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
+def add_postings(first, stop, terms, weights, starts, lengths, posting_class, posting_weight,
+                 matched):  # pragma: no cover - compiled
+    """``matched[l] += w_n w(l, n)`` over the postings of the entries ``first..stop-1`` (one document's terms)."""
+    for j in range(first, stop):
+        w = weights[j]
+        t = terms[j]
+        for p in range(starts[t], starts[t] + lengths[t]):
+            matched[posting_class[p]] += w * posting_weight[p]
+
+
+@njit(cache=True, nogil=True)
 def dense_log_posterior(n_docs, owner, terms, weights, log_background, starts, lengths, posting_class,
                         posting_weight, active, log_prior, log_a, out):  # pragma: no cover - compiled
     """Normalized log posteriors of a batch over the ``active`` class ids (MODEL.md section 5).
@@ -26,11 +37,7 @@ def dense_log_posterior(n_docs, owner, terms, weights, log_background, starts, l
             length += weights[i]
             smooth += weights[i] * log_background[i]
             i += 1
-        for j in range(start_i, i):
-            w = weights[j]
-            t = terms[j]
-            for p in range(starts[t], starts[t] + lengths[t]):
-                matched[posting_class[p]] += w * posting_weight[p]
+        add_postings(start_i, i, terms, weights, starts, lengths, posting_class, posting_weight, matched)
         peak = -np.inf
         for j in range(n_active):
             c = active[j]
@@ -70,11 +77,7 @@ def label_joint_scores(owner, terms, weights, log_background, starts, lengths, p
             length += weights[i]
             smooth += weights[i] * log_background[terms[i]]
             i += 1
-        for j in range(start_i, i):
-            w = weights[j]
-            t = terms[j]
-            for p in range(starts[t], starts[t] + lengths[t]):
-                matched[posting_class[p]] += w * posting_weight[p]
+        add_postings(start_i, i, terms, weights, starts, lengths, posting_class, posting_weight, matched)
         for c in range(capacity):
             out[d, c] = ((log_prior[c] + length * log_a[c]) + smooth) + matched[c]
             matched[c] = 0.0
