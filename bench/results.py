@@ -37,10 +37,7 @@ from sgm.consumers.evaluation.measures import relative_error_reduction
 
 from .label_rule import label_rule_lines, run_label_rule
 from .results_choice import choice_of, choose, run_cv_choice
-from .results_plan import (BINARY_CANDIDATES, ENSEMBLE, ENSEMBLE_BASES, ENSEMBLE_R52, FW_CANDIDATES, PLAN,  # noqa: F401
-                           SPLIT_CANDIDATES, STREAM_CANDIDATES, STREAM_ENSEMBLE, STREAM_ENSEMBLE_ENRON,
-                           STREAM_FW_CANDIDATES, STREAM_TDM_CANDIDATES, TDM_BINARY_CANDIDATES, TDM_CANDIDATES,
-                           Candidate, Entry)
+from .results_plan import PLAN, TDM_CANDIDATES, Candidate, Entry
 
 REPO = Path(__file__).resolve().parents[1]
 
