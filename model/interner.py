@@ -142,28 +142,38 @@ class Interner:
     def add_new(self, new_names: list[str]) -> np.ndarray:
         """Add names known to be absent and distinct, in order: as :meth:`add` one by one (freed ids first,
         last freed first), in bulk. Returns their ids."""
-        free, names, ids = self.free, self.names, self.ids  # (pending names built first: ids stay in order)
-        reused = min(len(free), len(new_names))
-        taken = []
-        if reused:
-            taken = free[len(free) - reused:][::-1]  # the order pop() would give them
-            del free[len(free) - reused:]
-            for index, name in zip(taken, new_names):
-                names[index] = name
+        names, ids = self.names, self.ids  # (pending names built first: ids stay in order)
+        taken = self._take_freed(len(new_names))
+        for index, name in zip(taken, new_names):
+            names[index] = name
         start = len(names)
-        names.extend(new_names[reused:])
+        names.extend(new_names[len(taken):])
         fresh = range(start, len(names))
         ids.update(zip(new_names, taken))
-        ids.update(zip(new_names[reused:], fresh))
+        ids.update(zip(new_names[len(taken):], fresh))
+        return self._added(taken, fresh)
+
+    def _take_freed(self, count: int) -> list[int]:
+        """Up to ``count`` freed ids for new names, in the order ``pop()`` would give them (last freed first)."""
+        free = self.free
+        reused = min(len(free), count)
+        if not reused:
+            return []
+        taken = free[len(free) - reused:][::-1]
+        del free[len(free) - reused:]
+        return taken
+
+    def _added(self, taken: list[int], fresh: range) -> np.ndarray:
+        """Log an addition of the ids ``taken`` then ``fresh`` (one version step); returns them in that order."""
         self.version += 1
         if self.changes is not None:
             self.changes.extend(taken)
             self.changes.extend(fresh)
-            if len(self.changes) > 65536 and len(self.changes) > 2 * len(names):
+            if len(self.changes) > 65536 and len(self.changes) > 2 * fresh.stop:
                 self.changes = None  # nobody has read it for long: the follower rebuilds instead
-        given = np.empty(len(new_names), dtype=np.int64)
-        given[:reused] = taken
-        given[reused:] = np.arange(start, len(names))
+        given = np.empty(len(taken) + len(fresh), dtype=np.int64)
+        given[:len(taken)] = taken
+        given[len(taken):] = fresh
         return given
 
     def add_new_encoded(self, blob: np.ndarray, bounds: np.ndarray) -> np.ndarray:
@@ -178,29 +188,14 @@ class Interner:
         >>> names.names, names.ids["café"]
         (['spam', 'eggs', 'café'], 2)
         """
-        free = self.free
         count = len(bounds)
-        reused = min(len(free), count)
-        taken: list[int] = []
-        if reused:
-            taken = free[len(free) - reused:][::-1]  # the order pop() would give them
-            del free[len(free) - reused:]
+        taken = self._take_freed(count)
         start = self.capacity
         if count:
             self._pending.append((taken, start, blob, bounds))
             self._pending_count += count
-            self._pending_fresh += count - reused
-        fresh = range(start, start + count - reused)
-        self.version += 1
-        if self.changes is not None:
-            self.changes.extend(taken)
-            self.changes.extend(fresh)
-            if len(self.changes) > 65536 and len(self.changes) > 2 * (start + len(fresh)):
-                self.changes = None  # nobody has read it for long: the follower rebuilds instead
-        given = np.empty(count, dtype=np.int64)
-        given[:reused] = taken
-        given[reused:] = fresh
-        return given
+            self._pending_fresh += count - len(taken)
+        return self._added(taken, range(start, start + count - len(taken)))
 
     def remove(self, index: int) -> None:
         name = self.names[index]
