@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from .batch import PreparedBatch
-from .loops.scoring import count_stale, dense_log_posterior, label_joint_scores
+from .loops.scoring import any_stale, dense_log_posterior, label_joint_scores
 from .loops.weights import class_terms as compiled_class_terms, posting_ratios
 from .postings import PostingCache
 from .smoothing import Smoothing, label_smoothing, log_smoothing_weight, posting_weight
@@ -116,7 +116,7 @@ class LabelModel:
         """Recompute the posting lists of ``terms`` that an update made stale (the lazy step)."""
         postings, arena = self.postings, state.arena
         if (len(postings.computed_at) >= len(arena.start) and arena.counting
-                and not count_stale(postings.computed_at, terms, state.epoch)):
+                and not any_stale(postings.computed_at, terms, state.epoch)):
             return  # compiled check: the common answer when scoring is that every list is fresh
         smoothing = self.smoothing
         forms = smoothing.chain.forms

@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from .loops.scoring import count_stale
+from .loops.scoring import any_stale
 from .loops.weights import SCALAR_LOG_LIMIT, WHOLE_MEMO, store_weights
 from .arena import TermArena
 from .arrays import grow
@@ -118,7 +118,7 @@ class PostingCache:
     def refresh(self, arena: TermArena, terms: np.ndarray, epoch: int, build: WeightBuilder) -> None:
         """Recompute the posting lists of ``terms`` that are older than ``epoch`` (the lazy step)."""
         self.reserve(arena)
-        if count_stale(self.computed_at, terms, epoch):  # compiled: the common answer is none
+        if any_stale(self.computed_at, terms, epoch):  # compiled: the common answer is none
             stale = terms[self.computed_at[terms] != epoch]
             if len(stale) > 1:
                 stale = np.unique(stale)  # a batch may repeat terms

@@ -54,7 +54,8 @@ from .base import GenerativeTextModel
 from .batch import PreparedBatch
 from .document_nodes import DocumentNodes, MissingLengthsError
 from .label_model import LabelModel
-from .loops.mixture import COUNTERS, log_mixtures, stale_weights
+from .loops.mixture import COUNTERS, log_mixtures
+from .loops.scoring import any_stale
 from .loops.node_postings import node_posting_ratios
 from .persistence import ExtraState
 from .smoothing import kernel_smoothing
@@ -291,7 +292,7 @@ class TDM(GenerativeTextModel):
         if not len(groups.classes):
             return out
         terms, weights, owner = batch.terms, batch.weights, batch.owner
-        if stale_weights(terms, nodes_table.weight_epoch, state.epoch):  # compiled: the common answer is none
+        if any_stale(nodes_table.weight_epoch, terms, state.epoch):  # compiled: the common answer is none
             known = terms[terms < len(nodes_table.post_fill)]  # terms beyond it have no document postings
             self._build_document_weights(np.unique(known[nodes_table.weight_epoch[known] != state.epoch]))
         row_start = np.array([0, len(terms)]) if n_docs == 1 else np.searchsorted(owner, np.arange(n_docs + 1))

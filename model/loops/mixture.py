@@ -348,16 +348,6 @@ def _node_pass(d, q, lo, hi, terms, weights, scores, n_known, cache_start, cache
 
 
 @njit(cache=True, nogil=True)
-def stale_weights(terms, weight_epoch, epoch):  # pragma: no cover - compiled
-    """Whether a term of ``terms`` that has document postings (id below ``weight_epoch``'s size) has weights
-    from another epoch than ``epoch``."""
-    for t in terms:
-        if t < weight_epoch.shape[0] and weight_epoch[t] != epoch:
-            return True
-    return False
-
-
-@njit(cache=True, nogil=True)
 def _collect(acc, n_nodes, met_nodes):  # pragma: no cover - compiled
     """The nodes with a positive partial sum, ascending; their number."""
     n_met = 0

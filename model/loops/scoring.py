@@ -102,10 +102,10 @@ def keep_seen_terms(term_ids, values, owner, term_entries):  # pragma: no cover 
 
 
 @njit(cache=True, nogil=True)
-def count_stale(computed_at, terms, epoch):  # pragma: no cover - compiled
-    """How many of ``terms`` have postings computed before ``epoch``."""
-    n = 0
+def any_stale(epochs, terms, epoch):  # pragma: no cover - compiled
+    """Whether a term of ``terms`` was computed at another epoch than ``epoch`` (``epochs[t]``). Ids beyond
+    ``epochs`` have nothing computed for them (e.g. no document postings yet) and are not stale."""
     for t in terms:
-        if computed_at[t] != epoch:
-            n += 1
-    return n
+        if t < epochs.shape[0] and epochs[t] != epoch:
+            return True
+    return False
