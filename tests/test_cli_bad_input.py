@@ -166,3 +166,22 @@ def test_dry_run_needs_no_broker_and_the_progress_line_counts(messy_folder, caps
     assert out.startswith(f"sgm learn: checked {len(valid_texts) + 2} ")
     last = err.split("\r")[-1]
     assert last.startswith("sgm learn: ") and " checked, " in last and " skipped, " in last and "/s, " in last
+
+
+def test_an_output_file_in_a_missing_folder_is_refused_before_the_work(tmp_path, capsys):
+    """sgm tune / ensemble / eval write their results after minutes of work: a missing folder is one line first."""
+    data = tmp_path / "toy.jsonl"
+    data.write_text("".join(json.dumps({"id": f"d{i}", "text": f"word{i % 3} shared", "labels": [f"l{i % 2}"]}) + "\n"
+                            for i in range(20)), encoding="utf-8")
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({"model": "u_jm"}), encoding="utf-8")
+    missing = tmp_path / "no-such-folder" / "out.json"
+    for argv in (["tune", "--data", str(data), "--model", "u_jm", "--out", str(missing)],
+                 ["tune", "--data", str(data), "--model", "u_jm", "--out", str(tmp_path / "ok.json"),
+                  "--json", str(missing)],
+                 ["ensemble", "--data", str(data), "--base", str(base), "--out", str(missing)],
+                 ["eval", "--data", str(data), "--model", "u_jm", "--json", str(missing)]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err == f"sgm {argv[0]}: {missing}: the folder {missing.parent} does not exist", err
+    assert not (tmp_path / "ok.json").exists()  # refused before the search

@@ -29,6 +29,8 @@ import json
 import sys
 from pathlib import Path
 
+from .outputs import check_output_paths
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .tune import add_dev_partition_arguments
@@ -62,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from sgm.consumers.evaluation.harness import EvalSetup, load_examples
 
     try:
+        check_output_paths(args.out, args.json)
         configs = []
         for path in args.base:
             loaded = json.loads(Path(path).read_text(encoding="utf-8"))

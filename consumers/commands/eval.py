@@ -37,6 +37,8 @@ from sgm.consumers.presets import PRESETS, preset as find_preset
 from sgm.model import build_model, model_config
 from sgm.model.spec import SpecError
 
+from .outputs import check_output_paths
+
 MEASURES = ("accuracy", "micro_f1", "macro_f1", "log_loss", "roc_auc", "one_minus_roca_pct")
 #: Measures of two-label data: error rates of the decisions, FN% at fixed FP%, the decision itself.
 TWO_LABEL_MEASURES = ("fp_rate_pct", "fn_rate_pct", "fn_at_fp_pct", "decision")
@@ -226,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
         print(plotting_missing("eval"), file=sys.stderr)
         return 2
     try:
+        check_output_paths(args.json, args.plot)
         config = config_from_args(args)
         docs = load_examples(args.data, limit=args.limit)
         setup = setup_from_args(args, docs)

@@ -41,6 +41,7 @@ from sgm.model.mail import MailOptions
 from sgm.model.spec import PARAMS, SpecError, parse_spec
 
 from .eval import MEASURES, TWO_LABEL_MEASURES, add_data_arguments, config_from_args, format_summary, setup_from_args
+from .outputs import check_output_paths
 
 
 def add_dev_partition_arguments(group) -> None:
@@ -106,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         print(plotting_missing("tune"), file=sys.stderr)
         return 2
     try:
+        check_output_paths(args.out, args.json, args.plot)
         config = config_from_args(args)
         spec = parse_spec(config["model"])
         docs = load_examples(args.data, limit=args.limit)
