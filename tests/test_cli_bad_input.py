@@ -185,3 +185,7 @@ def test_an_output_file_in_a_missing_folder_is_refused_before_the_work(tmp_path,
         err = capsys.readouterr().err.strip()
         assert err == f"sgm {argv[0]}: {missing}: the folder {missing.parent} does not exist", err
     assert not (tmp_path / "ok.json").exists()  # refused before the search
+    broken = tmp_path / "broken.json"
+    broken.write_text("nope", encoding="utf-8")
+    assert main(["ensemble", "--data", str(data), "--base", str(broken), "--out", str(tmp_path / "e.json")]) == 2
+    assert capsys.readouterr().err.startswith(f"sgm ensemble: {broken}: not a JSON configuration (")

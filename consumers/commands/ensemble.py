@@ -67,7 +67,10 @@ def run(args: argparse.Namespace) -> int:
         check_output_paths(args.out, args.json)
         configs = []
         for path in args.base:
-            loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+            try:
+                loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}: not a JSON configuration ({exc})") from None
             if not isinstance(loaded, dict) or "model" not in loaded:
                 raise ValueError(f"{path}: a configuration is a JSON object with a 'model'")
             configs.append(loaded)
