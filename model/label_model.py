@@ -174,7 +174,7 @@ class LabelModel:
         out = np.empty((batch.n_docs, len(active)))
         arena = state.arena
         dense_log_posterior(batch.n_docs, batch.owner, batch.terms, batch.weights,
-                            self.postings.log_background[batch.terms], arena.start, arena.length, arena.cls,
+                            self.postings.log_background, arena.start, arena.length, arena.cls,
                             self.postings.weight, active, derived.log_prior, derived.log_a, out)
         return out
 

@@ -7,6 +7,19 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
+def document_sums(i, d, owner, terms, weights, log_background):  # pragma: no cover - compiled
+    """Document ``d``'s entries from ``i`` on: ``(end, |w|_1, sum_n w_n log p_b(n))``, ``log_background``
+    indexed by term id."""
+    length = 0.0
+    smooth = 0.0
+    while i < terms.shape[0] and owner[i] == d:
+        length += weights[i]
+        smooth += weights[i] * log_background[terms[i]]
+        i += 1
+    return i, length, smooth
+
+
+@njit(cache=True, nogil=True)
 def add_postings(first, stop, terms, weights, starts, lengths, posting_class, posting_weight,
                  matched):  # pragma: no cover - compiled
     """``matched[l] += w_n w(l, n)`` over the postings of the entries ``first..stop-1`` (one document's terms)."""
@@ -23,20 +36,16 @@ def dense_log_posterior(n_docs, owner, terms, weights, log_background, starts, l
     """Normalized log posteriors of a batch over the ``active`` class ids (MODEL.md section 5).
 
     ``out[d, j] = score(active[j]) - logsumexp(score)`` with
-    ``score(l) = theta log p(l) + |w|_1 log a_l + sum_n w_n log p_b(n) + sum_postings w_n w(l, n)``.
+    ``score(l) = theta log p(l) + |w|_1 log a_l + sum_n w_n log p_b(n) + sum_postings w_n w(l, n)``,
+    ``log_background`` indexed by term id.
     """
     n_active = active.shape[0]
     capacity = log_prior.shape[0]
     matched = np.zeros(capacity)
     i = 0
     for d in range(n_docs):
-        length = 0.0
-        smooth = 0.0
         start_i = i
-        while i < terms.shape[0] and owner[i] == d:
-            length += weights[i]
-            smooth += weights[i] * log_background[i]
-            i += 1
+        i, length, smooth = document_sums(i, d, owner, terms, weights, log_background)
         add_postings(start_i, i, terms, weights, starts, lengths, posting_class, posting_weight, matched)
         peak = -np.inf
         for j in range(n_active):
@@ -70,13 +79,8 @@ def label_joint_scores(owner, terms, weights, log_background, starts, lengths, p
     matched = np.zeros(capacity)
     i = 0
     for d in range(n_docs):
-        length = 0.0
-        smooth = 0.0
         start_i = i
-        while i < terms.shape[0] and owner[i] == d:
-            length += weights[i]
-            smooth += weights[i] * log_background[terms[i]]
-            i += 1
+        i, length, smooth = document_sums(i, d, owner, terms, weights, log_background)
         add_postings(start_i, i, terms, weights, starts, lengths, posting_class, posting_weight, matched)
         for c in range(capacity):
             out[d, c] = ((log_prior[c] + length * log_a[c]) + smooth) + matched[c]
