@@ -192,7 +192,8 @@ class Interner:
         taken = self._take_freed(count)
         start = self.capacity
         if count:
-            self._pending.append((taken, start, blob, bounds))
+            # a copy: the tokenizer's blob is a view of a larger scratch buffer, which must not stay alive with it
+            self._pending.append((taken, start, blob.copy(), bounds))
             self._pending_count += count
             self._pending_fresh += count - len(taken)
         return self._added(taken, range(start, start + count - len(taken)))
