@@ -133,14 +133,6 @@ def test_a_base_of_pure_noise_is_left_out_of_the_pool():
                                             choice.chosen["floor"]), passes.classes, truth, "roc_auc")
 
 
-def test_the_subset_choice_reads_each_base_pass_once_and_only_adds_a_base_that_helps():
-    passes, labels, _ = informative_and_noise_passes()
-    noise_first = type(passes)(passes.classes, passes.log_posts[[1, 0]], passes.present, passes.scored, 0.0, 0.0, 0)
-    choice = choose_pool(noise_first, np.ones(len(labels)), labels, "roc_auc", folds=4)
-    assert choice.bases == [1] and choice.fitted is None  # the informative base alone: noise never earns a place
-    assert [s["bases"] for s in choice.subsets] == [[1], [0, 1]]
-
-
 NOISE = list("xyzqkvw")
 NOISE_BASE = {"model": "u_jm_ps", "tokenizer": {"max_token_length": 1}}  # reads only the one-letter tokens
 
@@ -159,9 +151,15 @@ def noisy_stream(n: int = 200, seed: int = 1) -> list[LabelledDoc]:
     return docs
 
 
-def test_the_written_pool_holds_only_the_chosen_bases_and_replays_as_fitted():
+def test_the_written_pool_holds_only_the_chosen_bases_and_replays_as_fitted(monkeypatch):
+    from sgm.consumers.evaluation import ensemble_stream
+
+    replays = []  # the subsets reuse the bases' dev replays: one pass of every base per fit, however many subsets
+    monkeypatch.setattr(ensemble_stream, "prequential_passes",
+                        lambda configs, *rest: replays.append(len(configs)) or prequential_passes(configs, *rest))
     docs, bases = noisy_stream(), [BASES[0], NOISE_BASE, BASES[1]]
     summary = fit_stream_ensemble(docs, bases, SETUP, "roc_auc", dev_fraction=0.4, folds=4)
+    assert replays == [3] and len(summary["subsets"]) == 4  # [0]; [0, 1], [0, 2]; [0, 1, 2]
     assert summary["chosen_bases"] == [0, 2] == summary["chosen"]["bases"]  # a pool without the noise base
     assert summary["tuned_config"]["bases"] == [summary["bases"][0], summary["bases"][2]]
     assert np.shape(summary["tuned_config"]["weights"])[0] == 2 and summary["dev_tuned"] > summary["dev_default"]
