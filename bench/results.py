@@ -434,7 +434,9 @@ def pool_choice(chosen: dict, candidate: Candidate) -> str:
     """The pool variant ``sgm ensemble`` chose on dev (a single base, or meta-features / bias / L2 weight)."""
     if chosen.get("base") is not None:
         return f"`{candidate.bases[chosen['base']]}` alone"
-    return (f"pool: meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}"
+    kept = chosen.get("bases")  # the stream fit's dev-chosen subset of the bases (all of them: not named)
+    return ((f"pool of {', '.join(f'`{candidate.bases[j]}`' for j in kept)}: " if kept and len(kept) < len(
+        candidate.bases) else "pool: ") + f"meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}"
             + (f", floor={chosen['floor']:g}" if chosen.get("floor") is not None else ""))
 
 

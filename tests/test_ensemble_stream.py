@@ -105,6 +105,74 @@ def test_a_pool_is_chosen_only_where_it_beats_every_base_on_dev():
     assert nothing.chosen.get("base") == 0 and nothing.fitted is None
 
 
+def informative_and_noise_passes(n: int = 240, seed: int = 0):
+    """Prequential-like passes of three bases over ``n`` two-label documents: bases 0 and 2 carry the signal with
+    independent errors, base 1 is pure noise (its log-odds ignore the label)."""
+    from sgm.consumers.evaluation.ensemble_stream import StreamPasses
+
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 2, n)
+    signal = np.where(truth == 1, 1.0, -1.0)
+    odds = np.stack([signal + rng.normal(0, 1.5, n), rng.normal(0, 1.5, n), signal + rng.normal(0, 1.5, n)])
+    log_posts = np.stack([-np.logaddexp(0, odds), -np.logaddexp(0, -odds)], axis=2)  # [ham, spam]
+    passes = StreamPasses(["ham", "spam"], log_posts, np.ones((n, 2), bool), np.ones(n, bool), 0.0, 0.0, 0)
+    return passes, ["spam" if t else "ham" for t in truth], truth
+
+
+def test_a_base_of_pure_noise_is_left_out_of_the_pool():
+    passes, labels, truth = informative_and_noise_passes()
+    lengths = np.ones(len(labels))
+    choice = choose_pool(passes, lengths, labels, "roc_auc", folds=4)
+    assert choice.bases == [0, 2] and choice.chosen["bases"] == [0, 2]  # the full pool would hold base 1 too
+    tried = {tuple(s["bases"]): s["cv"] for s in choice.subsets}
+    assert set(tried) == {(0,), (0, 1), (0, 2), (0, 1, 2)}  # greedy: from the best single base, one base a step
+    assert tried[(0, 2)] > tried[(0,)] and tried[(0, 1, 2)] <= tried[(0, 2)]  # kept only where it beats on dev
+    assert choice.chosen["cv"] == max(v["cv"] for v in choice.variants if v.get("bases") == [0, 2])
+    assert choice.fitted.weights.shape == (2, 1 if not choice.chosen["meta"] else 7)  # weights of the chosen two
+    assert choice.refit == dev_value(pooled(choice.fitted, passes.log_posts[[0, 2]], passes.present, lengths,
+                                            choice.chosen["floor"]), passes.classes, truth, "roc_auc")
+
+
+NOISE = list("xyzqkvw")
+NOISE_BASE = {"model": "u_jm_ps", "tokenizer": {"max_token_length": 1}}  # reads only the one-letter tokens
+
+
+def noisy_stream(n: int = 200, seed: int = 1) -> list[LabelledDoc]:
+    """Spam and ham messages with two label-blind one-letter tokens each: noise to a base that reads only those."""
+    rng = random.Random(seed)
+    docs = []
+    for i in range(n):
+        label = "spam" if rng.random() < 0.4 else "ham"
+        own, other = (SPAM, HAM) if label == "spam" else (HAM, SPAM)
+        words = rng.choices(own, k=rng.randint(1, 3)) + rng.choices(other, k=rng.randint(0, 3)) + \
+            rng.choices(SHARED, k=rng.randint(1, 4)) + [rng.choice(NOISE), rng.choice(NOISE)]
+        rng.shuffle(words)
+        docs.append(LabelledDoc(f"m{i}", " ".join(words), (label,), float(i), None))
+    return docs
+
+
+def test_the_written_pool_holds_only_the_chosen_bases_and_replays_as_fitted(monkeypatch):
+    from sgm.consumers.evaluation import ensemble_stream
+
+    replays = []  # the subsets reuse the bases' dev replays: one pass of every base per fit, however many subsets
+    monkeypatch.setattr(ensemble_stream, "prequential_passes",
+                        lambda configs, *rest: replays.append(len(configs)) or prequential_passes(configs, *rest))
+    docs, bases = noisy_stream(), [BASES[0], NOISE_BASE, BASES[1]]
+    summary = fit_stream_ensemble(docs, bases, SETUP, "roc_auc", dev_fraction=0.4, folds=4)
+    assert replays == [3] and len(summary["subsets"]) == 4  # [0]; [0, 1], [0, 2]; [0, 1, 2]
+    assert summary["chosen_bases"] == [0, 2] == summary["chosen"]["bases"]  # a pool without the noise base
+    assert summary["tuned_config"]["bases"] == [summary["bases"][0], summary["bases"][2]]
+    assert np.shape(summary["tuned_config"]["weights"])[0] == 2 and summary["dev_tuned"] > summary["dev_default"]
+    dev = stream_order(docs)[:80]
+    assert evaluate_prequential(summary["tuned_config"], dev)["roc_auc"] == pytest.approx(summary["dev_refit"],
+                                                                                           abs=1e-12)
+    rng = random.Random(1)
+    changed = docs[:80] + [LabelledDoc(d.id, " ".join(rng.choices(SPAM + HAM + NOISE, k=5)), (
+        "ham" if d.labels == ("spam",) else "spam",), d.ts, None) for d in docs[80:]]
+    again = fit_stream_ensemble(changed, bases, SETUP, "roc_auc", dev_fraction=0.4, folds=4)
+    assert without_timings(again) == without_timings(summary)  # nothing after the dev prefix moves the subset
+
+
 def test_sgm_ensemble_prequential_then_sgm_eval(tmp_path, capsys):
     data = tmp_path / "spam.jsonl"
     data.write_text("".join(json.dumps({"id": d.id, "text": d.text, "labels": list(d.labels), "ts": d.ts}) + "\n"

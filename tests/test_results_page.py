@@ -186,6 +186,11 @@ def test_stream_pool_fits_on_the_entrys_dev_prefix_and_shows_its_cost_beside_the
         "| toy | pool: meta=True, bias=True, reg=10, floor=-50 | 0.400 | 0.200 | 100 | 50 | u_jm_ps +bigrams | 0.500 | "
         "0.260 | 1 | 1 |")
     results.dataset_section(done)
+    three = results.Candidate("ensemble", bases=("a", "b", "c"))  # the stream fit pooled a dev-chosen subset
+    assert results.pool_choice({"bases": [0, 2], "meta": False, "bias": True, "reg": 1.0, "floor": -50.0}, three) == (
+        "pool of `a`, `c`: meta=False, bias=True, reg=1, floor=-50")
+    assert results.pool_choice({"bases": [0, 1, 2], "meta": False, "bias": True, "reg": 1.0}, three) == (
+        "pool: meta=False, bias=True, reg=1")
 
 
 def test_label_rule_steps_choose_the_output_rule_per_candidate_and_the_stream_replays_it(work):

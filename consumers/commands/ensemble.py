@@ -19,8 +19,9 @@ pool stays as fitted; docs/ARCHITECTURE.md, "An ensemble").
 
 Prequential mode (``sgm.consumers.evaluation.ensemble_stream``): only the stream's dev prefix (the first
 ``--dev-fraction``, what ``sgm tune --mode prequential`` reads) is read; the bases replay it test-then-train, the
-pool's variant is chosen by blocked cross-validation over their prequential posteriors, and a single base is
-written instead where no pool beats it on dev.
+pool's variant and the bases it pools (greedy forward selection: a base is added only where it improves the dev
+score) are chosen by blocked cross-validation over their prequential posteriors, the written pool holds only the
+chosen bases, and a single base is written instead where no pool beats it on dev.
 """
 from __future__ import annotations
 
@@ -94,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
     Path(args.out).write_text(json.dumps(summary["tuned_config"], indent=2, sort_keys=True) + "\n", encoding="utf-8")
     chosen = summary["chosen"]
     how = (f"base {chosen['base']} alone" if "base" in chosen else
-           f"meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}"
+           (f"bases {chosen['bases']} of {len(configs)}, " if "bases" in chosen else "")
+           + f"meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}"
            + (f", floor={chosen['floor']:g}" if chosen.get("floor") is not None else ""))
     print(f"dev {summary['objective']}: best base {summary['dev_default']:.6f}, equal weights "
           f"{summary['dev_uniform']:.6f} -> fitted pool {summary['dev_tuned']:.6f} ({how}; "

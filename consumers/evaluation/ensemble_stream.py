@@ -12,9 +12,13 @@ are fixed configurations, each tuned by ``sgm tune --mode prequential`` on the s
    are fitted by maximum likelihood (``ensemble_fit.fit_pool``) and scored by blocked cross-validation:
    the dev stream's scored documents are cut into ``folds`` consecutive blocks; each block is pooled with
    weights fitted on the other blocks. Every base alone is a variant too, scored by its own prequential dev
-   score; the pool is kept only where its cross-validated dev score beats every base's;
-3. the chosen variant is fitted on every scored dev document; a pool is written as an ensemble
-   configuration, a single base as that base's own configuration (its scores are then the base's).
+   score. The bases pooled are chosen on the same scores by greedy forward selection (:func:`choose_pool`):
+   from the best base alone, a base is added only where the enlarged subset's best variant beats the current
+   choice's dev score, so a pool is kept only where it beats every base, and each base it holds (paid for on
+   every message served) earned its place on dev. Subsets reuse the bases' posteriors of step 1: no base
+   replays the dev stream twice;
+3. the chosen variant is fitted on every scored dev document; a pool is written as an ensemble configuration
+   of the chosen bases only, a single base as that base's own configuration (its scores are then the base's).
 
 The rest of the stream is never read: ``sgm eval --config`` of the written configuration replays the whole
 stream test-then-train with every base learning online and the pool's weights fixed.
@@ -37,7 +41,7 @@ import numpy as np
 
 from sgm.consumers.evaluation import measures as metrics
 from sgm.consumers.evaluation.documents import documents as read_as, uses_mail
-from sgm.consumers.evaluation.ensemble_fit import VARIANTS, Pool, fit_pool
+from sgm.consumers.evaluation.ensemble_fit import VARIANTS, Pool, fit_pool, one_blas_thread
 from sgm.consumers.evaluation.harness import (EvalSetup, is_multilabel, labelled, positive_label, positive_log_odds,
                                               prepare_config, stream_order)
 from sgm.model import Ensemble, build_model, model_config
@@ -147,9 +151,10 @@ def blocks(n: int, folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
 
 @dataclass
 class PoolChoice:
-    """What :func:`choose_pool` chose: every variant's dev score, the chosen one, and (a pool) its fit on every
-    scored document with its in-sample dev score ``refit``; ``uniform``: the equal-weight pool's dev score (nothing
-    fitted, the default floor)."""
+    """What :func:`choose_pool` chose: every variant's dev score (``"bases"``: the subset a pool variant pools), the
+    chosen one, every subset tried with its best variant's dev score (``subsets``), the chosen subset ``bases`` (a
+    single base: ``[j]``), and (a pool) its fit on every scored document with its in-sample dev score ``refit``;
+    ``uniform``: the equal-weight pool of every base's dev score (nothing fitted, the default floor)."""
 
     variants: list
     chosen: dict
@@ -157,46 +162,105 @@ class PoolChoice:
     fitted: Pool | None
     refit: float
     uniform: float
+    subsets: list
+    bases: list
+
+
+def subset_variants(log_posts: np.ndarray, present: np.ndarray, lengths: np.ndarray, truth: np.ndarray,
+                    classes: list, objective: str, folds: int, fit_rows: np.ndarray, subset: list,
+                    say=lambda message: None) -> list[dict]:
+    """Every pool variant of the bases ``subset`` (rows of ``log_posts``, the scored dev documents' posteriors),
+    each scored by blocked cross-validation (module docstring, step 2). The bases' posteriors are read, never
+    recomputed: a subset costs pool fits only."""
+    chosen_posts = log_posts[subset]
+    variants = []
+    for floor in FLOORS:
+        for meta, with_bias, reg in VARIANTS:
+            out = np.full(chosen_posts.shape[1:], -np.inf)
+            for fit_index, held_index in blocks(len(truth), folds):
+                fit_index = fit_index[fit_rows[fit_index]]
+                fitted = fit_pool(np.maximum(chosen_posts[:, fit_index], floor), lengths[fit_index],
+                                  truth[fit_index], meta, with_bias, reg)
+                out[held_index] = pooled(fitted, chosen_posts[:, held_index], present[held_index],
+                                         lengths[held_index], floor)
+            value = dev_value(out, classes, truth, objective)
+            variants.append({"bases": list(subset), "meta": meta, "bias": with_bias, "reg": reg, "floor": floor,
+                             "cv": value})
+            say(f"  pool of bases {subset} floor={floor:g} meta={meta} bias={with_bias} reg={reg:g}: blocked "
+                f"cross-validated {objective} {value:.6f}")
+    return variants
 
 
 def choose_pool(passes: StreamPasses, lengths: np.ndarray, labels: Sequence, objective: str, folds: int,
                 say=lambda message: None) -> PoolChoice:
     """Step 2 and 3 of the module docstring over prequential ``passes`` of a dev stream (``lengths``: the length
-    meta-feature of every document, ``labels`` their single labels)."""
+    meta-feature of every document (docs,), or as each base reads it (bases, docs): a pool reads its first base's;
+    ``labels`` their single labels).
+
+    The bases pooled are chosen by greedy forward selection on the same blocked cross-validation: start from the
+    best base alone; at each step try adding each remaining base (every pool variant of each enlarged subset) and
+    keep the best enlarged subset only if its dev score beats the current one's, else stop. A base costs its
+    learning and scoring on every message served, so a larger pool has to earn its place on dev.
+    """
+    with one_blas_thread():
+        return forward_selection(passes, lengths, labels, objective, folds, say)
+
+
+def forward_selection(passes: StreamPasses, lengths: np.ndarray, labels: Sequence, objective: str, folds: int,
+                      say) -> PoolChoice:
+    """:func:`choose_pool`'s work (there with BLAS on one thread)."""
     column = {c: i for i, c in enumerate(passes.classes)}
     rows = np.flatnonzero(passes.scored)
     truth = np.array([column[labels[i]] for i in rows])
-    log_posts, present, lengths = passes.log_posts[:, rows], passes.present[rows], np.asarray(lengths)[rows]
+    log_posts, present = passes.log_posts[:, rows], passes.present[rows]
+    n_bases = log_posts.shape[0]
+    lengths = np.asarray(lengths, dtype=np.float64)
+    per_base = [lengths[j][rows] if lengths.ndim == 2 else lengths[rows] for j in range(n_bases)]
     fit_rows = present.all(axis=1)  # documents scored before every class was seen tell the pool nothing
     variants = []
-    for j in range(log_posts.shape[0]):  # each base alone: its own prequential dev score, nothing fitted
+    for j in range(n_bases):  # each base alone: its own prequential dev score, nothing fitted
         value = dev_value(log_posts[j], passes.classes, truth, objective)
         variants.append({"meta": False, "bias": False, "reg": None, "floor": None, "base": j, "cv": value})
         say(f"  base {j} alone: prequential dev {objective} {value:.6f}")
-    for floor in FLOORS:
-        for meta, with_bias, reg in VARIANTS:
-            out = np.full(log_posts.shape[1:], -np.inf)
-            for fit_index, held_index in blocks(len(rows), folds):
-                fit_index = fit_index[fit_rows[fit_index]]
-                fitted = fit_pool(np.maximum(log_posts[:, fit_index], floor), lengths[fit_index], truth[fit_index],
-                                  meta, with_bias, reg)
-                out[held_index] = pooled(fitted, log_posts[:, held_index], present[held_index], lengths[held_index],
-                                         floor)
-            value = dev_value(out, passes.classes, truth, objective)
-            variants.append({"meta": meta, "bias": with_bias, "reg": reg, "floor": floor, "cv": value})
-            say(f"  pool floor={floor:g} meta={meta} bias={with_bias} reg={reg:g}: blocked cross-validated "
-                f"{objective} {value:.6f}")
-    chosen = max(variants, key=lambda v: v["cv"])  # the first of ties: single bases, then the simplest pools
-    equal = Pool(False, np.full((log_posts.shape[0], 1), 1.0 / log_posts.shape[0]), np.zeros(len(passes.classes)))
-    uniform = dev_value(pooled(equal, log_posts, present, lengths, FLOOR), passes.classes, truth, objective)
+    chosen = max(variants, key=lambda v: v["cv"])  # the first of ties
+    current = [chosen["base"]]
+    subsets = [{"bases": list(current), "cv": chosen["cv"]}]
+    while len(current) < n_bases:
+        step = None
+        for j in (j for j in range(n_bases) if j not in current):
+            subset = sorted(current + [j])
+            tried = subset_variants(log_posts, present, per_base[subset[0]], truth, passes.classes, objective, folds,
+                                    fit_rows, subset, say)
+            variants += tried
+            best = max(tried, key=lambda v: v["cv"])  # the first of ties: the simplest pool
+            subsets.append({"bases": subset, "cv": best["cv"]})
+            if step is None or best["cv"] > step["cv"]:
+                step = best
+        if step["cv"] <= chosen["cv"]:  # a larger pool is kept only where it beats the smaller one on dev
+            break
+        chosen, current = step, step["bases"]
+        say(f"  kept bases {current}: blocked cross-validated {objective} {chosen['cv']:.6f}")
+    lengths_all = per_base[0]
+    equal = Pool(False, np.full((n_bases, 1), 1.0 / n_bases), np.zeros(len(passes.classes)))
+    uniform = dev_value(pooled(equal, log_posts, present, lengths_all, FLOOR), passes.classes, truth, objective)
     if "base" in chosen:
-        return PoolChoice(variants, chosen, truth, None, chosen["cv"], uniform)
+        return PoolChoice(variants, chosen, truth, None, chosen["cv"], uniform, subsets, current)
     fit_index = np.flatnonzero(fit_rows)
-    floor = chosen["floor"]
-    fitted = fit_pool(np.maximum(log_posts[:, fit_index], floor), lengths[fit_index], truth[fit_index],
+    floor, chosen_posts, chosen_lengths = chosen["floor"], log_posts[current], per_base[current[0]]
+    fitted = fit_pool(np.maximum(chosen_posts[:, fit_index], floor), chosen_lengths[fit_index], truth[fit_index],
                       chosen["meta"], chosen["bias"], chosen["reg"])
-    refit = dev_value(pooled(fitted, log_posts, present, lengths, floor), passes.classes, truth, objective)
-    return PoolChoice(variants, chosen, truth, fitted, refit, uniform)
+    refit = dev_value(pooled(fitted, chosen_posts, present, chosen_lengths, floor), passes.classes, truth, objective)
+    return PoolChoice(variants, chosen, truth, fitted, refit, uniform, subsets, current)
+
+
+def base_lengths(configs: Sequence[Mapping[str, Any]], read: Sequence) -> np.ndarray:
+    """The length meta-feature of every document as a pool whose first base is each of ``configs`` reads it
+    (bases, docs): a text's word tokens whatever the base (counted once); a whole message's terms as that base's
+    mail options and tokenizer read it."""
+    if all(isinstance(doc, str) for doc in read):
+        once = Ensemble([build_model(configs[0])], [1.0]).lengths(read)
+        return np.tile(once, (len(configs), 1))
+    return np.stack([Ensemble([build_model(config)], [1.0]).lengths(read) for config in configs])
 
 
 def fit_stream_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, Any]], setup: EvalSetup,
@@ -225,9 +289,8 @@ def fit_stream_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, Any]
     read = read_as(dev, uses_mail(dev, setup.mail))
     say(f"prequential passes of {len(configs)} bases over the dev stream ({len(dev)} documents)")
     passes = prequential_passes(configs, dev, read, setup.delay)
-    lengths_of = Ensemble([build_model(configs[0])], [1.0]).lengths  # the length meta-feature, as the model reads it
-    choice = choose_pool(passes, lengths_of(read), [d.labels[0] for d in dev], objective, folds, say)
-    variants, chosen = choice.variants, choice.chosen
+    choice = choose_pool(passes, base_lengths(configs, read), [d.labels[0] for d in dev], objective, folds, say)
+    variants, chosen, kept = choice.variants, choice.chosen, choice.bases
     base_scores = [v["cv"] for v in variants if "base" in v]
     summary: dict[str, Any] = {
         "mode": "prequential",
@@ -238,6 +301,8 @@ def fit_stream_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, Any]
                 "delay": setup.delay, "order": "ts" if setup.shuffle_seed is None else
                 f"shuffled(seed={setup.shuffle_seed})"},
         "variants": variants,
+        "subsets": choice.subsets,
+        "chosen_bases": kept,
         "chosen": chosen,
         "dev_bases": base_scores,
         "dev_default": max(base_scores),  # the best single base: what the pool has to beat
@@ -255,8 +320,9 @@ def fit_stream_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, Any]
         fitted, floor = choice.fitted, chosen["floor"]
         summary["dev_refit"] = choice.refit
         bias = {str(c): float(b) for c, b in zip(passes.classes, fitted.bias) if b}
-        ensemble = Ensemble([build_model(c) for c in configs], fitted.weights, bias, meta=fitted.meta, floor=floor)
+        ensemble = Ensemble([build_model(configs[j]) for j in kept], fitted.weights, bias, meta=fitted.meta,
+                            floor=floor)
         summary["tuned_config"] = model_config(ensemble)
-        summary["meta_features"] = meta_feature_count(len(configs), fitted.meta)
+        summary["meta_features"] = meta_feature_count(len(kept), fitted.meta)
     summary["search_seconds"] = round(time.perf_counter() - started, 1)
     return summary
