@@ -36,7 +36,7 @@ from typing import Any
 from sgm.consumers.evaluation.measures import relative_error_reduction
 
 from .label_rule import label_rule_lines, run_label_rule
-from .results_choice import choice_of, choose, run_cv_choice
+from .results_choice import CHOICE_SEED, choice_of, choose, run_cv_choice
 from .results_plan import PLAN, TDM_CANDIDATES, Candidate, Entry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -177,10 +177,13 @@ def run_ensemble(entry: Entry, candidate: Candidate, runner: Runner, stem: str) 
     """Issue 19: fit the pool of the entry's tuned ``candidate.bases`` on dev data (the training side, or the
     stream's dev prefix: ``sgm ensemble --mode prequential``), then evaluate it on test (or replay the stream)."""
     started = time.perf_counter()
-    config, fit_json, eval_json = (runner.path(f"{stem}.{kind}.json") for kind in ("config", "tune", "eval"))
+    cv = entry.choose_folds > 1 and entry.mode == "split"  # scored as the singles are: bench/results_choice.py
+    kinds = ("cv.config", "cv", "cv.eval") if cv else ("config", "tune", "eval")
+    config, fit_json, eval_json = (runner.path(f"{stem}.{kind}.json") for kind in kinds)
     bases = [runner.path(f"{entry.key}-{base}{entry.suffix}.config.json") for base in candidate.bases]
     common = ["ensemble", *entry.data_args(), *entry.dev_args,
-              *(["--objective", entry.objective] if entry.objective else [])]
+              *(["--objective", entry.objective] if entry.objective else []),
+              *(["--dev-folds", str(entry.choose_folds), "--dev-seed", str(CHOICE_SEED)] if cv else [])]
     summary = runner.run(["sgm", *common, *(a for p in bases for a in ("--base", rel(p))), "--out", rel(config)],
                          [sys.executable, "-m", "sgm.consumers.cli", *common,
                           *(a for p in bases for a in ("--base", str(p))), "--out", str(config), "--json", str(fit_json)],
@@ -431,9 +434,15 @@ def peer_summary(results: list[dict]) -> list[str]:
 
 
 def pool_choice(chosen: dict, candidate: Candidate) -> str:
-    """The pool variant ``sgm ensemble`` chose on dev (a single base, or meta-features / bias / L2 weight)."""
+    """The pool variant ``sgm ensemble`` chose on dev (a single base, or meta-features / bias / L2 weight; under
+    ``--dev-folds`` also its bases)."""
     if chosen.get("base") is not None:
         return f"`{candidate.bases[chosen['base']]}` alone"
+    if chosen.get("bases") is not None:
+        names = ", ".join(f"`{candidate.bases[j]}`" for j in chosen["bases"])
+        if chosen["reg"] is None:
+            return f"{names} alone"
+        return f"pool of {names}: meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}"
     return (f"pool: meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}"
             + (f", floor={chosen['floor']:g}" if chosen.get("floor") is not None else ""))
 
