@@ -459,6 +459,10 @@ def ensemble_summary(results: list[dict]) -> list[str]:
              "`sgm ensemble` fits the pool of the listed candidates' dev-tuned configurations on the training side "
              "only (out-of-fold posteriors inside dev-train, the pool's variant chosen by cross-validation there) and "
              "scores dev-test with the bases fitted on dev-train: the same dev data as every candidate's dev score. "
+             "Where the entry chooses by K-fold cross-validation (`choose_folds`), the pool's bases and variant are "
+             "chosen and fitted per fold on the other folds (`sgm ensemble --dev-folds K`, "
+             "`consumers/evaluation/ensemble_cv.py`), and the dev columns are both candidates' cross-validated "
+             "scores on the same folds. "
              "\"single\" = the dev-chosen one among the other candidates. RER of the ensemble against each peer.", "",
              "| dataset | bases | pool (dev-chosen) | dev | test | single (dev-chosen) | dev | test | "
              + " | ".join(f"{label} | RER" for _, label in names) + " |", "|" + "---|" * (8 + 2 * len(names))]
@@ -470,8 +474,8 @@ def ensemble_summary(results: list[dict]) -> list[str]:
         peers = {r["peer"]: r for r in result["peers"] if "skipped" not in r}
         chosen = ens["summary"]["chosen"]
         cells = [result["entry"].data, ", ".join(f"`{b}`" for b in ens["candidate"].bases),
-                 pool_choice(chosen, ens["candidate"]), fmt(dev_of(ens)),
-                 fmt(ens["tuned"][measure]), single["candidate"].label, fmt(dev_of(single)),
+                 pool_choice(chosen, ens["candidate"]), fmt(choice_of(ens)),
+                 fmt(ens["tuned"][measure]), single["candidate"].label, fmt(choice_of(single)),
                  fmt(single["tuned"][measure])]
         for key, _ in names:
             peer = peers.get(key, {}).get(measure)

@@ -84,6 +84,10 @@ def test_an_ensemble_is_chosen_by_its_cross_validated_score_like_a_single(work):
     assert "--dev-folds 5 --dev-seed 1" in command and command.endswith("--out $WORK/r8-split-ensemble.cv.config.json")
     page = "\n".join(results.dataset_section(done))
     assert "pool of `u_jm_ps`, `u_jm_fw_ps`: meta=False, bias=True, reg=1" in page
+    row = next(line for line in results.peer_summary([done]) if line.startswith("| r8 |"))
+    assert row.startswith("| r8 | ensemble (2 bases) | ")
+    pool_row = next(line for line in results.ensemble_summary([done]) if line.startswith("| r8 |"))
+    assert "| 0.9400 | 0.9900 | u_jm_fw_ps | 0.9300 | 0.9700 |" in pool_row  # both dev columns: cross-validated
 
 
 def test_an_ensemble_below_the_best_single_cross_validation_is_not_chosen(work):
