@@ -36,7 +36,7 @@ from typing import Any
 from sgm.consumers.evaluation.measures import relative_error_reduction
 
 from .label_rule import label_rule_lines, run_label_rule
-from .results_choice import choice_of, choose, run_cv_choice
+from .results_choice import CHOICE_SEED, choice_of, choose, run_cv_choice
 from .results_plan import PLAN, TDM_CANDIDATES, Candidate, Entry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -177,10 +177,13 @@ def run_ensemble(entry: Entry, candidate: Candidate, runner: Runner, stem: str) 
     """Issue 19: fit the pool of the entry's tuned ``candidate.bases`` on dev data (the training side, or the
     stream's dev prefix: ``sgm ensemble --mode prequential``), then evaluate it on test (or replay the stream)."""
     started = time.perf_counter()
-    config, fit_json, eval_json = (runner.path(f"{stem}.{kind}.json") for kind in ("config", "tune", "eval"))
+    cv = entry.choose_folds > 1 and entry.mode == "split"  # scored as the singles are: bench/results_choice.py
+    kinds = ("cv.config", "cv", "cv.eval") if cv else ("config", "tune", "eval")
+    config, fit_json, eval_json = (runner.path(f"{stem}.{kind}.json") for kind in kinds)
     bases = [runner.path(f"{entry.key}-{base}{entry.suffix}.config.json") for base in candidate.bases]
     common = ["ensemble", *entry.data_args(), *entry.dev_args,
-              *(["--objective", entry.objective] if entry.objective else [])]
+              *(["--objective", entry.objective] if entry.objective else []),
+              *(["--dev-folds", str(entry.choose_folds), "--dev-seed", str(CHOICE_SEED)] if cv else [])]
     summary = runner.run(["sgm", *common, *(a for p in bases for a in ("--base", rel(p))), "--out", rel(config)],
                          [sys.executable, "-m", "sgm.consumers.cli", *common,
                           *(a for p in bases for a in ("--base", str(p))), "--out", str(config), "--json", str(fit_json)],
@@ -431,12 +434,16 @@ def peer_summary(results: list[dict]) -> list[str]:
 
 
 def pool_choice(chosen: dict, candidate: Candidate) -> str:
-    """The pool variant ``sgm ensemble`` chose on dev (a single base, or meta-features / bias / L2 weight)."""
+    """The pool variant ``sgm ensemble`` chose on dev (a single base, or meta-features / bias / L2 weight; under
+    ``--dev-folds`` also its bases)."""
     if chosen.get("base") is not None:
         return f"`{candidate.bases[chosen['base']]}` alone"
-    kept = chosen.get("bases")  # the stream fit's dev-chosen subset of the bases (all of them: not named)
-    return ((f"pool of {', '.join(f'`{candidate.bases[j]}`' for j in kept)}: " if kept and len(kept) < len(
-        candidate.bases) else "pool: ") + f"meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}"
+    kept = chosen.get("bases")  # the dev-chosen subset of the bases (all of them: not named)
+    names = ", ".join(f"`{candidate.bases[j]}`" for j in kept or ())
+    if kept is not None and chosen.get("reg") is None:  # the CV fit kept one base, unpooled
+        return f"{names} alone"
+    return ((f"pool of {names}: " if kept and len(kept) < len(candidate.bases) else "pool: ")
+            + f"meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}"
             + (f", floor={chosen['floor']:g}" if chosen.get("floor") is not None else ""))
 
 
@@ -452,6 +459,10 @@ def ensemble_summary(results: list[dict]) -> list[str]:
              "`sgm ensemble` fits the pool of the listed candidates' dev-tuned configurations on the training side "
              "only (out-of-fold posteriors inside dev-train, the pool's variant chosen by cross-validation there) and "
              "scores dev-test with the bases fitted on dev-train: the same dev data as every candidate's dev score. "
+             "Where the entry chooses by K-fold cross-validation (`choose_folds`), the pool's bases and variant are "
+             "chosen and fitted per fold on the other folds (`sgm ensemble --dev-folds K`, "
+             "`consumers/evaluation/ensemble_cv.py`), and the dev columns are both candidates' cross-validated "
+             "scores on the same folds. "
              "\"single\" = the dev-chosen one among the other candidates. RER of the ensemble against each peer.", "",
              "| dataset | bases | pool (dev-chosen) | dev | test | single (dev-chosen) | dev | test | "
              + " | ".join(f"{label} | RER" for _, label in names) + " |", "|" + "---|" * (8 + 2 * len(names))]
@@ -463,8 +474,8 @@ def ensemble_summary(results: list[dict]) -> list[str]:
         peers = {r["peer"]: r for r in result["peers"] if "skipped" not in r}
         chosen = ens["summary"]["chosen"]
         cells = [result["entry"].data, ", ".join(f"`{b}`" for b in ens["candidate"].bases),
-                 pool_choice(chosen, ens["candidate"]), fmt(dev_of(ens)),
-                 fmt(ens["tuned"][measure]), single["candidate"].label, fmt(dev_of(single)),
+                 pool_choice(chosen, ens["candidate"]), fmt(choice_of(ens)),
+                 fmt(ens["tuned"][measure]), single["candidate"].label, fmt(choice_of(single)),
                  fmt(single["tuned"][measure])]
         for key, _ in names:
             peer = peers.get(key, {}).get(measure)

@@ -6,9 +6,10 @@ is luck (the winner's curse of model selection; Cawley and Talbot, JMLR 2010). C
 candidates by those maxima prefers the luckiest search. With ``choose_folds = K`` each tuned
 configuration is scored once more, with its numbers fixed, by K-fold cross-validation over the whole
 training side (``sgm tune --iters 0 --dev-folds K``, folds seeded with :data:`CHOICE_SEED`, not the
-search's partition), and ours is the single candidate with the best cross-validated score. The test
-data still chooses nothing. Ensembles have no such score (their pool is fitted on one dev partition),
-so under this rule they are compared in their own section only.
+search's partition), and ours is the candidate with the best cross-validated score. The test
+data still chooses nothing. An ensemble is scored on the same folds by ``sgm ensemble --dev-folds K``
+(``sgm.consumers.evaluation.ensemble_cv``): for each fold its pool, bases and variant are chosen and fitted on
+the other folds only, and its bases fitted there score the fold.
 """
 from __future__ import annotations
 
@@ -29,10 +30,16 @@ def choice_of(ours: dict) -> float | None:
 
 def run_cv_choice(entry: Any, runner: Any, ours: list[dict], rel) -> None:
     """Score every tuned single candidate of ``ours`` by ``entry.choose_folds``-fold cross-validation (adds
-    ``"cv"`` and the printed command to each)."""
+    ``"cv"`` and the printed command to each); an ensemble's score is its ``--dev-folds`` fit's."""
     folds = entry.choose_folds
     for one in ours:
-        if not one["summary"] or one["candidate"].bases:
+        if one["candidate"].bases:  # an ensemble: run_ensemble ran it with --dev-folds (its pool refitted per fold)
+            if one["summary"]["dev"]["folds"] != folds:
+                raise RuntimeError(f"the {one['candidate'].label} fit holds {one['summary']['dev']['folds']} folds, "
+                                   f"not {folds}: use a fresh --work folder")
+            one["cv"] = one["summary"]["dev_tuned"]
+            continue
+        if not one["summary"]:
             continue
         stem = f"{entry.key}-{one['candidate'].stem}{entry.suffix}"
         config = runner.path(f"{stem}.config.json")
@@ -53,8 +60,8 @@ def run_cv_choice(entry: Any, runner: Any, ours: list[dict], rel) -> None:
 
 
 def choose(entry: Any, ours: list[dict]) -> dict:
-    """Ours: the single candidate with the best cross-validated score under ``choose_folds``, else the candidate
-    (ensembles included) with the best dev score."""
+    """Ours: the candidate (ensembles included) with the best cross-validated score under ``choose_folds`` (the first
+    of ties: singles come first), else the candidate with the best dev score."""
     if entry.choose_folds > 1:
         return max((o for o in ours if o.get("cv") is not None), key=lambda o: o["cv"])
     return max(ours, key=lambda o: o["summary"]["dev_tuned"] if o["summary"] else 0.0)

@@ -65,13 +65,36 @@ def test_resume_refuses_a_cross_validation_of_another_fold_count(work):
         resumed(work, entry)
 
 
-def test_ensembles_are_not_chosen_without_a_cross_validated_score(work):
+def ensemble_entry(work, cv: float, folds: int = 5) -> results.Entry:
     entry = two_candidates(work, 5)
     ensemble = results.Candidate("ensemble", bases=("u_jm_ps", "u_jm_fw_ps"))
-    entry = results.Entry("r8", "split", (4, 4), choose_folds=5, candidates=(*entry.candidates, ensemble))
-    fit = {"dev_tuned": 0.99, "chosen": {"base": None, "meta": True, "bias": True, "reg": 1.0}, "search_seconds": 1.0}
-    (work / "r8-split-ensemble.tune.json").write_text(json.dumps(fit), encoding="utf-8")
-    (work / "r8-split-ensemble.eval.json").write_text(json.dumps(eval_report(0.99)), encoding="utf-8")
-    (work / "r8-split-ensemble.config.json").write_text("{}", encoding="utf-8")
-    done = resumed(work, entry)
+    fit = {"dev": {"folds": folds, "seed": CHOICE_SEED}, "dev_tuned": cv, "dev_default": 0.93, "search_seconds": 1.0,
+           "search": "ensemble", "evaluations": 9,
+           "chosen": {"bases": [0, 1], "meta": False, "bias": True, "reg": 1.0, "cv": cv}}
+    (work / "r8-split-ensemble.cv.json").write_text(json.dumps(fit), encoding="utf-8")
+    (work / "r8-split-ensemble.cv.eval.json").write_text(json.dumps(eval_report(0.99)), encoding="utf-8")
+    (work / "r8-split-ensemble.cv.config.json").write_text("{}", encoding="utf-8")
+    return results.Entry("r8", "split", (4, 4), choose_folds=5, candidates=(*entry.candidates, ensemble))
+
+
+def test_an_ensemble_is_chosen_by_its_cross_validated_score_like_a_single(work):
+    done = resumed(work, ensemble_entry(work, 0.94))
+    assert done["best"]["candidate"].spec == "ensemble" and done["best"]["cv"] == 0.94
+    command = done["best"]["commands"][0]
+    assert "--dev-folds 5 --dev-seed 1" in command and command.endswith("--out $WORK/r8-split-ensemble.cv.config.json")
+    page = "\n".join(results.dataset_section(done))
+    assert "pool of `u_jm_ps`, `u_jm_fw_ps`: meta=False, bias=True, reg=1" in page
+    row = next(line for line in results.peer_summary([done]) if line.startswith("| r8 |"))
+    assert row.startswith("| r8 | ensemble (2 bases) | ")
+    pool_row = next(line for line in results.ensemble_summary([done]) if line.startswith("| r8 |"))
+    assert "| 0.9400 | 0.9900 | u_jm_fw_ps | 0.9300 | 0.9700 |" in pool_row  # both dev columns: cross-validated
+
+
+def test_an_ensemble_below_the_best_single_cross_validation_is_not_chosen(work):
+    done = resumed(work, ensemble_entry(work, 0.92))
     assert done["best"]["candidate"].spec == "u_jm_fw_ps"
+
+
+def test_resume_refuses_an_ensemble_fit_of_another_fold_count(work):
+    with pytest.raises(RuntimeError, match="3 folds, not 5"):
+        resumed(work, ensemble_entry(work, 0.94, folds=3))

@@ -45,6 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="dev measure (default: accuracy; micro_f1 for multi-label data; roc_auc for a "
                              "two-label stream, prequential only)")
     add_dev_partition_arguments(parser)
+    parser.add_argument("--dev-folds", type=int, default=1, metavar="K",
+                        help="split: K > 1 scores the pool by K-fold cross-validation over the training side, on "
+                             "sgm tune --dev-folds K's folds (seeded by --dev-seed), and writes the pool the same "
+                             "procedure fits on the whole training side (its bases chosen there too; issue 19)")
     parser.add_argument("--folds", type=int, default=4,
                         help="folds of the out-of-fold posteriors (prequential: consecutive blocks of the dev "
                              "stream; default 4)")
@@ -60,6 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sgm.consumers.evaluation.ensemble_cv import cross_validate_ensemble
     from sgm.consumers.evaluation.ensemble_fit import fit_ensemble
     from sgm.consumers.evaluation.ensemble_stream import fit_stream_ensemble
     from sgm.consumers.evaluation.harness import EvalSetup, load_examples
@@ -78,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         docs = load_examples(args.data)
         say = lambda message: print(message, file=sys.stderr)  # noqa: E731
         if args.mode == "prequential":
+            if args.dev_folds > 1:
+                raise ValueError("--dev-folds applies to --mode split")
             setup = EvalSetup(mode="prequential", delay=args.delay, shuffle_seed=args.shuffle)
             summary = fit_stream_ensemble(docs, configs, setup, args.objective, args.dev_fraction, args.folds, log=say)
         else:
@@ -86,8 +93,12 @@ def run(args: argparse.Namespace) -> int:
             if args.objective == "roc_auc":
                 raise ValueError("--objective roc_auc applies to --mode prequential")
             setup = EvalSetup(mode="split", test_fraction=args.test_fraction, split_seed=args.split_seed)
-            summary = fit_ensemble(docs, configs, setup, args.objective, args.dev_fraction, args.dev_seed, args.folds,
-                                   log=say)
+            if args.dev_folds > 1:
+                summary = cross_validate_ensemble(docs, configs, setup, args.objective, args.dev_folds, args.dev_seed,
+                                                  log=say)
+            else:
+                summary = fit_ensemble(docs, configs, setup, args.objective, args.dev_fraction, args.dev_seed,
+                                       args.folds, log=say)
     except (ValueError, FileNotFoundError, json.JSONDecodeError) as exc:
         print(f"sgm ensemble: {exc}", file=sys.stderr)
         return 2
@@ -96,9 +107,11 @@ def run(args: argparse.Namespace) -> int:
     chosen = summary["chosen"]
     how = (f"base {chosen['base']} alone" if "base" in chosen else
            (f"bases {chosen['bases']} of {len(configs)}, " if "bases" in chosen else "")
-           + f"meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}"
+           + f"meta={chosen['meta']}, bias={chosen['bias']}, "
+           + (f"reg={chosen['reg']:g}" if chosen.get("reg") is not None else "unpooled")
            + (f", floor={chosen['floor']:g}" if chosen.get("floor") is not None else ""))
-    print(f"dev {summary['objective']}: best base {summary['dev_default']:.6f}, equal weights "
+    kind = f"{args.dev_folds}-fold cross-validated" if args.dev_folds > 1 else "dev"
+    print(f"{kind} {summary['objective']}: best base {summary['dev_default']:.6f}, equal weights "
           f"{summary['dev_uniform']:.6f} -> fitted pool {summary['dev_tuned']:.6f} ({how}; "
           f"{summary['search_seconds']:.1f}s); written to {args.out}")
     if args.json:

@@ -1,0 +1,133 @@
+"""The cross-validated score of a split ensemble and its base-subset choice (consumers/evaluation/ensemble_cv.py):
+the same folds and footing as a single configuration's cross-validated score, no held-out-fold data in any fit,
+a noise base dropped, and the one-base bias pool as its formula."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sgm.consumers.cli import main as sgm
+from sgm.consumers.evaluation.ensemble_cv import choose_pool, cross_validate_ensemble
+from sgm.consumers.evaluation.ensemble_fit import fit_pool
+from sgm.consumers.evaluation.harness import (EvalSetup, cross_validation_folds, development_task, labelled,
+                                              train_test)
+from sgm.model import Ensemble, build_model
+from sgm.model.ensemble import FLOOR
+from sgm.stream.datasets import LabelledDoc
+from tests.test_ensemble_fit import BASES, toy_docs
+
+
+class Doc:
+    def __init__(self, label):
+        self.labels = [label]
+
+
+def log_softmax(scores: np.ndarray) -> np.ndarray:
+    top = scores.max(axis=1, keepdims=True)
+    return scores - top - np.log(np.exp(scores - top).sum(axis=1, keepdims=True))
+
+
+def test_each_base_scores_as_its_single_cross_validation_and_the_pool_as_its_folds():
+    docs = toy_docs()
+    setup = EvalSetup(mode="split")
+    summary = cross_validate_ensemble(docs, BASES, setup, folds=5, seed=1)
+    for config, score in zip(BASES, summary["dev_bases"]):  # sgm tune --dev-folds 5 --dev-seed 1 of each base
+        single = development_task(docs, config, setup, dev_folds=5, dev_seed=1).run({})["accuracy"]
+        assert score == pytest.approx(single, abs=1e-12)
+    train = labelled(train_test(docs)[0])
+    held = [len(h) for _, h in cross_validation_folds(len(train), 5, 1)]
+    pooled = sum(f["held_score"] * n for f, n in zip(summary["folds"], held)) / len(train)
+    assert summary["dev_tuned"] == pytest.approx(pooled, abs=1e-12)
+    assert isinstance(build_model(summary["tuned_config"]), Ensemble)
+
+
+def test_a_held_out_folds_labels_change_no_fit_of_its_pool():
+    docs = toy_docs()
+    setup = EvalSetup(mode="split")
+    train = labelled(train_test(docs)[0])
+    held = {train[i].id for i in cross_validation_folds(len(train), 5, 1)[0][1]}
+    labels = sorted({d.labels[0] for d in docs})
+    moved = [LabelledDoc(d.id, d.text, (labels[(labels.index(d.labels[0]) + 1) % len(labels)],), d.ts, d.split)
+             if d.id in held else d for d in docs]
+    before = cross_validate_ensemble(docs, BASES, setup, folds=5, seed=1)
+    after = cross_validate_ensemble(moved, BASES, setup, folds=5, seed=1)
+    fold = lambda f: {k: v for k, v in f.items() if k != "held_score"}  # noqa: E731
+    assert fold(after["folds"][0]) == fold(before["folds"][0])  # fold 0's pool: the same, to the last bit
+    assert after["folds"][0]["held_score"] != before["folds"][0]["held_score"]  # scored against the new labels
+    assert any(fold(a) != fold(b) for a, b in zip(after["folds"][1:], before["folds"][1:]))  # the others read them
+
+
+def test_the_subset_choice_drops_a_noise_base():
+    rng = np.random.default_rng(3)
+    n, classes = 400, 3
+    truth = rng.integers(0, classes, n)
+
+    def expert():  # right on a random 70% of the documents, independently of the other, and surer when right
+        right = rng.random(n) < 0.7
+        top = np.where(right, truth, (truth + rng.integers(1, classes, n)) % classes)
+        sure = np.where(right, rng.uniform(0.6, 0.95, n), rng.uniform(0.4, 0.7, n))[:, None]
+        return np.log(np.where(np.eye(classes)[top] > 0, sure, (1 - sure) / (classes - 1)))
+
+    noise = np.log(rng.dirichlet(np.ones(classes), n))
+    oof = np.stack([expert(), noise, expert()])
+    bases, fitted, chosen, tried = choose_pool(oof, np.ones(n), truth, list(range(classes)),
+                                               [Doc(t) for t in truth], "accuracy")
+    assert bases == [0, 2] and fitted.weights.shape[0] == 2 and chosen["bases"] == [0, 2]
+    assert any(t["bases"] == [0, 1, 2] for t in tried) or any(1 in t["bases"] and len(t["bases"]) > 1 for t in tried)
+    alone = max(t["cv"] for t in tried if len(t["bases"]) == 1)
+    assert chosen["cv"] > alone
+
+
+def test_a_one_base_bias_pool_is_its_formula_and_corrects_a_prior():
+    rng = np.random.default_rng(5)
+    n, classes = 600, 3
+    truth = rng.integers(0, classes, n)
+    lp = np.log(np.where(np.eye(classes)[truth] > 0, 0.6, 0.2))
+    lp[:, 1] += np.log(1.6)  # a base that over-predicts class 1 (as r52's earn -> acq): ties go its way
+    lp = log_softmax(lp + rng.normal(0, 0.3, lp.shape))
+    reg = 1.0
+    fitted = fit_pool(lp[None], np.ones(n), truth, meta=False, with_bias=True, reg=reg)
+    w, b = fitted.weights[0, 0], fitted.bias
+    assert np.allclose(fitted.log_posteriors(lp[None], np.ones(n)), log_softmax(w * lp + b), atol=1e-12)
+    residual = np.exp(log_softmax(w * lp + b)) - np.eye(classes)[truth]  # the penalized likelihood's stationarity
+    assert np.allclose(residual.sum(axis=0) + 2 * reg * b, 0, atol=1e-2)
+    assert abs((residual * lp).sum() + 2 * reg * (w - 1.0)) < 1e-2
+    assert b[1] < b[0] and b[1] < b[2]  # the prior correction pulls class 1 down
+    bases, _, chosen, _ = choose_pool(lp[None], np.ones(n), truth, list(range(classes)),
+                                      [Doc(t) for t in truth], "accuracy")
+    assert bases == [0] and chosen["bias"] is True
+    assert chosen["cv"] > (lp.argmax(axis=1) == truth).mean()
+
+
+def test_the_one_base_bias_ensemble_scores_as_the_formula():
+    docs = toy_docs()
+    train, test = train_test(docs)
+    base = build_model(BASES[0])
+    base.learn_many([d.text for d in train], [d.labels for d in train])
+    ensemble = Ensemble([base], [1.7], {"sport": 0.4, "money": -0.9})
+    names, pooled = ensemble.predict_log_proba_many([d.text for d in test])
+    base_names, base_lp = base.predict_log_proba_many([d.text for d in test])
+    order = [list(base_names).index(c) for c in names]
+    bias = np.array([{"sport": 0.4, "money": -0.9}.get(c, 0.0) for c in names])
+    expected = log_softmax(1.7 * np.maximum(base_lp[:, order], FLOOR) + bias)
+    assert np.allclose(pooled, expected, atol=1e-9)
+
+
+def test_sgm_ensemble_dev_folds_writes_the_cross_validated_pool(tmp_path, capsys):
+    data = tmp_path / "toy.jsonl"
+    data.write_text("".join(json.dumps({"id": d.id, "text": d.text, "labels": list(d.labels), "split": d.split}) + "\n"
+                            for d in toy_docs()), encoding="utf-8")
+    bases = []
+    for i, config in enumerate(BASES):
+        path = tmp_path / f"b{i}.json"
+        path.write_text(json.dumps(config), encoding="utf-8")
+        bases += ["--base", str(path)]
+    out, report = tmp_path / "pool.json", tmp_path / "fit.json"
+    assert sgm(["ensemble", "--data", str(data), *bases, "--dev-folds", "5", "--dev-seed", "1", "--out", str(out),
+                "--json", str(report)]) == 0
+    summary = json.loads(report.read_text(encoding="utf-8"))
+    assert summary["dev"]["folds"] == 5 and len(summary["folds"]) == 5
+    assert json.loads(out.read_text(encoding="utf-8")) == summary["tuned_config"]
+    assert "cross-validated" in capsys.readouterr().out
