@@ -438,11 +438,11 @@ def pool_choice(chosen: dict, candidate: Candidate) -> str:
     ``--dev-folds`` also its bases)."""
     if chosen.get("base") is not None:
         return f"`{candidate.bases[chosen['base']]}` alone"
-    kept = chosen.get("bases")  # the dev-chosen subset of the bases (all of them: not named)
+    kept = chosen.get("bases")  # the bases the fit chose (stream and CV fits; older fits pool every base)
     names = ", ".join(f"`{candidate.bases[j]}`" for j in kept or ())
     if kept is not None and chosen.get("reg") is None:  # the CV fit kept one base, unpooled
         return f"{names} alone"
-    return ((f"pool of {names}: " if kept and len(kept) < len(candidate.bases) else "pool: ")
+    return ((f"pool of {names}: " if kept else "pool: ")
             + f"meta={chosen['meta']}, bias={chosen['bias']}, reg={chosen['reg']:g}"
             + (f", floor={chosen['floor']:g}" if chosen.get("floor") is not None else ""))
 

@@ -190,6 +190,8 @@ def test_stream_pool_fits_on_the_entrys_dev_prefix_and_shows_its_cost_beside_the
     assert results.pool_choice({"bases": [0, 2], "meta": False, "bias": True, "reg": 1.0, "floor": -50.0}, three) == (
         "pool of `a`, `c`: meta=False, bias=True, reg=1, floor=-50")
     assert results.pool_choice({"bases": [0, 1, 2], "meta": False, "bias": True, "reg": 1.0}, three) == (
+        "pool of `a`, `b`, `c`: meta=False, bias=True, reg=1")
+    assert results.pool_choice({"meta": False, "bias": True, "reg": 1.0}, three) == (  # an older fit's file
         "pool: meta=False, bias=True, reg=1")
 
 
