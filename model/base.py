@@ -33,6 +33,7 @@ import numpy as np
 from . import weighting
 from .batch import PreparedBatch
 from .factory import register_family
+from .feedback import FeedbackDocument, ModelFeedback
 from .label_marginals import check_label_threshold, label_marginals, labels_at_threshold
 from .lexicon import TermLexicon
 from .mail import MailExtraction, MailFeatures, MailOptions, Message
@@ -205,6 +206,10 @@ class GenerativeTextModel(PosteriorPredictions):
     def rebuild_caches(self) -> None:
         """(Re)create what derives from the state; called after construction, restore, or a new ``state``."""
         self._names: tuple | None = None
+        params = self.params
+        #: fb: the second scoring pass (model.feedback); None without the affix
+        self.feedback: ModelFeedback | None = (ModelFeedback(params["fb_lambda"], params["fb_labels"],
+                                                             params["fb_terms"]) if self.spec.feedback else None)
 
     # ------------------------------------------------------------ config
     @property
@@ -569,12 +574,47 @@ class GenerativeTextModel(PosteriorPredictions):
     # ------------------------------------------------------------ scoring
     def _prepare(self, docs: Sequence[Document]) -> PreparedBatch:
         """Known terms of each document and their weights, times the ``fw`` weights when the spec has them."""
-        batch = self._prepare_weights(docs)
+        return self._query_weighted(self._prepare_weights(docs))
+
+    def _query_weighted(self, batch: PreparedBatch) -> PreparedBatch:
+        """``batch`` with the query term weights (``fw``) applied, when the spec has them."""
         if self.spec.class_weights and len(batch.terms):
             params = self.params
-            batch.weights = batch.weights * term_class_weights(self.state, batch.terms, params["gamma"],
-                                                               params["kappa"], params["eps"])
+            weights = batch.weights * term_class_weights(self.state, batch.terms, params["gamma"], params["kappa"],
+                                                         params["eps"])
+            return PreparedBatch(batch.terms, weights, batch.owner, batch.n_docs)
         return batch
+
+    def _scored(self, docs: Sequence[Document], active: np.ndarray) -> np.ndarray:
+        """The scoring kernel's log posteriors of ``docs``; with feedback (``fb``), its second pass."""
+        feedback = self.feedback
+        if feedback is None or not feedback.active:
+            return self._log_posteriors(self._prepare(docs), active)
+        batch = self._prepare_weights(docs)
+        first = self._log_posteriors(self._query_weighted(batch), active)
+        second, _, _ = feedback.documents(self.state, batch, first, active)
+        return self._log_posteriors(self._query_weighted(second), active)
+
+    def feedback_documents(self, docs: Iterable[Document]) -> list[FeedbackDocument]:
+        """What the feedback's second pass scores (``fb``, :mod:`model.feedback`): per document its top labels
+        with their weights and its mixed term weights (before ``fw``)."""
+        if self.feedback is None:
+            raise ValueError(f"{self.spec.name!r} has no feedback (the fb affix)")
+        active, names = self.class_names()
+        if not len(active):
+            raise RuntimeError("the model has not learned any document yet")
+        batch = self._prepare_weights(list(docs))
+        first = self._log_posteriors(self._query_weighted(batch), active)
+        second, label_ids, label_weights = self.feedback.documents(self.state, batch, first, active)
+        name_of = dict(zip(active.tolist(), names))
+        terms = self.state.terms.names
+        out = []
+        for d in range(batch.n_docs):
+            mine = second.owner == d
+            labels = [(name_of[c], p) for c, p in zip(label_ids[d].tolist(), label_weights[d].tolist())]
+            out.append(FeedbackDocument(labels, {terms[t]: w for t, w in zip(second.terms[mine].tolist(),
+                                                                              second.weights[mine].tolist())}))
+        return out
 
     def _prepare_weights(self, docs: Sequence[Document]) -> PreparedBatch:
         """Known terms of each document and their weights (unseen terms are skipped).
@@ -639,7 +679,7 @@ class GenerativeTextModel(PosteriorPredictions):
         active, names = self.class_names()
         if not len(active):
             raise RuntimeError("the model has not learned any document yet")
-        return names, self._log_posteriors(self._prepare(list(docs)), active)
+        return names, self._scored(list(docs), active)
 
     def _log_posteriors(self, batch: PreparedBatch, active: np.ndarray) -> np.ndarray:
         """The scoring kernel: normalized log posteriors of ``batch`` over the ``active`` class ids.
