@@ -49,10 +49,10 @@ _CLASS_WEIGHT_PARAMS = (
 )
 #: The numbers of model-based feedback (fb; :mod:`model.feedback`); labels and terms are rounded to whole numbers.
 _FEEDBACK_PARAMS = (
-    ParamInfo("fb_lambda", 0.0, 1.0, 0.2, False, "fb: weight of the top labels' words in the second pass", 0.0, 0.6),
-    ParamInfo("fb_labels", 1.0, 1000.0, 1.0, False, "fb: top labels whose words feed back (posterior-weighted)",
-              1.0, 5.0),
-    ParamInfo("fb_terms", 1.0, 1e6, 50.0, False, "fb: feedback terms kept (the largest)", 5.0, 500.0, True),
+    ParamInfo("fb_lambda", 0.0, 1.0, 0.1, False, "fb: weight of the top labels' words in the second pass", 0.0, 0.4),
+    ParamInfo("fb_labels", 1.0, 1000.0, 3.0, False, "fb: top labels whose words feed back (posterior-weighted)",
+              1.0, 10.0),
+    ParamInfo("fb_terms", 1.0, 1e6, 100.0, False, "fb: feedback terms kept (the largest)", 5.0, 5000.0, True),
 )
 
 
