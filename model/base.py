@@ -206,10 +206,8 @@ class GenerativeTextModel(PosteriorPredictions):
     def rebuild_caches(self) -> None:
         """(Re)create what derives from the state; called after construction, restore, or a new ``state``."""
         self._names: tuple | None = None
-        params = self.params
         #: fb: the second scoring pass (model.feedback); None without the affix
-        self.feedback: ModelFeedback | None = (ModelFeedback(params["fb_lambda"], params["fb_labels"],
-                                                             params["fb_terms"]) if self.spec.feedback else None)
+        self.feedback: ModelFeedback | None = ModelFeedback.of(self.spec, self.params)
 
     # ------------------------------------------------------------ config
     @property
@@ -590,10 +588,14 @@ class GenerativeTextModel(PosteriorPredictions):
         feedback = self.feedback
         if feedback is None or not feedback.active:
             return self._log_posteriors(self._prepare(docs), active)
-        batch = self._prepare_weights(docs)
-        first = self._log_posteriors(self._query_weighted(batch), active)
-        second, _, _ = feedback.documents(self.state, batch, first, active)
+        second, _, _ = self._feedback_pass(self._prepare_weights(docs), active)
         return self._log_posteriors(self._query_weighted(second), active)
+
+    def _feedback_pass(self, batch: PreparedBatch, active: np.ndarray):
+        """The first pass over ``batch`` (weights before ``fw``), and from it the second pass's documents with
+        each document's top labels and their weights (:meth:`model.feedback.ModelFeedback.documents`)."""
+        first = self._log_posteriors(self._query_weighted(batch), active)
+        return self.feedback.documents(self.state, batch, first, active)
 
     def feedback_documents(self, docs: Iterable[Document]) -> list[FeedbackDocument]:
         """What the feedback's second pass scores (``fb``, :mod:`model.feedback`): per document its top labels
@@ -603,17 +605,14 @@ class GenerativeTextModel(PosteriorPredictions):
         active, names = self.class_names()
         if not len(active):
             raise RuntimeError("the model has not learned any document yet")
-        batch = self._prepare_weights(list(docs))
-        first = self._log_posteriors(self._query_weighted(batch), active)
-        second, label_ids, label_weights = self.feedback.documents(self.state, batch, first, active)
-        name_of = dict(zip(active.tolist(), names))
-        terms = self.state.terms.names
+        second, label_ids, label_weights = self._feedback_pass(self._prepare_weights(list(docs)), active)
+        name_of, terms = dict(zip(active.tolist(), names)), self.state.terms.names
         out = []
-        for d in range(batch.n_docs):
+        for d in range(second.n_docs):
             mine = second.owner == d
             labels = [(name_of[c], p) for c, p in zip(label_ids[d].tolist(), label_weights[d].tolist())]
-            out.append(FeedbackDocument(labels, {terms[t]: w for t, w in zip(second.terms[mine].tolist(),
-                                                                              second.weights[mine].tolist())}))
+            out.append(FeedbackDocument(labels, dict(zip((terms[t] for t in second.terms[mine].tolist()),
+                                                         second.weights[mine].tolist()))))
         return out
 
     def _prepare_weights(self, docs: Sequence[Document]) -> PreparedBatch:

@@ -96,6 +96,11 @@ class ModelFeedback:
         self.terms = max(1, int(round(terms)))
         self._label_terms: LabelTerms | None = None
 
+    @classmethod
+    def of(cls, spec, params) -> "ModelFeedback | None":
+        """The feedback of a parsed spec and its resolved numbers; ``None`` without the ``fb`` affix."""
+        return cls(params["fb_lambda"], params["fb_labels"], params["fb_terms"]) if spec.feedback else None
+
     @property
     def active(self) -> bool:
         """Whether there is a second pass (``lambda > 0``)."""
