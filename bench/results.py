@@ -127,7 +127,8 @@ def run_entry(entry: Entry, runner: Runner, search: tuple[int, int] | None, done
         else:
             config, tune_json = runner.path(f"{stem}.config.json"), runner.path(f"{stem}.tune.json")
             size = candidate.search if (candidate.search and not search) else (iters, points)
-            common = ["tune", *entry.data_args(), "--model", candidate.spec, *candidate.options, *entry.dev_args,
+            base = candidate.tune_from(lambda other: runner.path(f"{entry.key}-{other}{entry.suffix}.config.json"))
+            common = ["tune", *entry.data_args(), *base, "--model", candidate.spec, *candidate.options, *entry.dev_args,
                       *(["--objective", entry.objective] if entry.objective else []),
                       "--iters", str(size[0]), "--points", str(size[1])]
             summary = runner.run(["sgm", *common, "--out", str(config)],
@@ -139,7 +140,8 @@ def run_entry(entry: Entry, runner: Runner, search: tuple[int, int] | None, done
             if entry.objective and summary.get("objective") != entry.objective:
                 raise RuntimeError(f"{tune_json} was tuned for {summary.get('objective')}, not {entry.objective}")
             params = summary["tuned_config"]["params"]
-            commands.append(shlex.join(["sgm", *common, "--out"]) + " " + rel(config))
+            shown = ["sgm", *(rel(Path(a)) if a in base[1:2] else a for a in common), "--out", rel(config)]
+            commands.append(" ".join(w if w.startswith("$WORK/") else shlex.quote(w) for w in shown))
             if entry.label_rule:
                 rule, rule_command = run_label_rule(entry, runner, stem, config)
                 threshold = rule["label_threshold"]

@@ -18,6 +18,16 @@ class Candidate:
     search: tuple[int, int] | None = None
     #: an ensemble (issue 19): the stems of the entry's candidates it pools, fitted by ``sgm ensemble``
     bases: tuple[str, ...] = ()
+    #: tuned on top of an earlier candidate of the entry (its stem): the search starts from that candidate's tuned
+    #: configuration and searches only ``params`` (``sgm tune --config --params``)
+    start_from: str | None = None
+    params: tuple[str, ...] = ()
+
+    def tune_from(self, config_of) -> list[str]:
+        """The ``sgm tune`` arguments of :attr:`start_from` (``config_of(stem)``: that candidate's tuned file)."""
+        if self.start_from is None:
+            return []
+        return ["--config", str(config_of(self.start_from)), "--params", ",".join(self.params)]
 
     @property
     def label(self) -> str:
@@ -50,6 +60,11 @@ TDM_BINARY_CANDIDATES = (Candidate("tdm_uc_jm_dp_kpd_kdp_fw", ("--ngrams", "2", 
 ENSEMBLE_BASES = ("uc_pd_jm_dp_fw_ps-bigrams", "uc_pd_jm_dp_fw_ps-bigrams-binary", "tdm_uc_jm_dp_kpd_kdp")
 ENSEMBLE = Candidate("ensemble", bases=ENSEMBLE_BASES + ("tdm_uc_jm_dp_kpd_kdp_fw-bigrams-binary", "uc_pd_dp_tXiX_ps"))
 ENSEMBLE_R52 = Candidate("ensemble", bases=ENSEMBLE_BASES + ("tdm_uc_jm_dp_kpd_kdp_fw-bigrams-binary", "uc_pd_jm_dp_fw_ps"))
+#: Issue 19, the thesis's LSHTC4 model-based feedback (the fb affix, :mod:`model.feedback`) on top of the tuned fw
+#: +bigrams candidate: a second pass with the top labels' words mixed in; only its three numbers are searched
+#: (3x8), from that candidate's tuned configuration.
+FB_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_fb_ps", ("--ngrams", "2"), search=(3, 8),
+                           start_from="uc_pd_jm_dp_fw_ps-bigrams", params=("fb_lambda", "fb_labels", "fb_terms")),)
 #: Spam streams: raw counts, and word bigrams with linear (fast to update) or Pitman-Yor smoothing; each tuned
 #: for dev ROC AUC (the entries' ``objective``), the measure the page reports.
 STREAM_CANDIDATES = (Candidate("uc_pd_jm_dp_ps"), Candidate("uc_jm_dp_ps", ("--ngrams", "2")),
@@ -113,11 +128,14 @@ class Entry:
 #: each tuned configuration (``choose_folds``; :mod:`bench.results_choice`).
 PLAN: tuple[Entry, ...] = (
     Entry("r8", "split", (6, 12), choose_folds=5, note="standard split (Cardoso-Cachopo)",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES + (ENSEMBLE,)),
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES
+          + (ENSEMBLE,)),
     Entry("r52", "split", (6, 12), choose_folds=5, note="standard split",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES + (ENSEMBLE_R52,)),
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES
+          + (ENSEMBLE_R52,)),
     Entry("webkb", "split", (6, 12), choose_folds=5, note="standard split",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES + (ENSEMBLE,)),
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES
+          + (ENSEMBLE,)),
     Entry("reuters21578", "split", (6, 12),
           candidates=SPLIT_CANDIDATES + FW_CANDIDATES, label_rule=True,
           note="ModApte split, stories with at least one topic (7,775 train / 3,019 test); multi-label as label "

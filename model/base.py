@@ -33,6 +33,7 @@ import numpy as np
 from . import weighting
 from .batch import PreparedBatch
 from .factory import register_family
+from .feedback import FeedbackDocument, ModelFeedback
 from .label_marginals import check_label_threshold, label_marginals, labels_at_threshold
 from .lexicon import TermLexicon
 from .mail import MailExtraction, MailFeatures, MailOptions, Message
@@ -205,6 +206,8 @@ class GenerativeTextModel(PosteriorPredictions):
     def rebuild_caches(self) -> None:
         """(Re)create what derives from the state; called after construction, restore, or a new ``state``."""
         self._names: tuple | None = None
+        #: fb: the second scoring pass (model.feedback); None without the affix
+        self.feedback: ModelFeedback | None = ModelFeedback.of(self.spec, self.params)
 
     # ------------------------------------------------------------ config
     @property
@@ -569,12 +572,48 @@ class GenerativeTextModel(PosteriorPredictions):
     # ------------------------------------------------------------ scoring
     def _prepare(self, docs: Sequence[Document]) -> PreparedBatch:
         """Known terms of each document and their weights, times the ``fw`` weights when the spec has them."""
-        batch = self._prepare_weights(docs)
+        return self._query_weighted(self._prepare_weights(docs))
+
+    def _query_weighted(self, batch: PreparedBatch) -> PreparedBatch:
+        """``batch`` with the query term weights (``fw``) applied, when the spec has them."""
         if self.spec.class_weights and len(batch.terms):
             params = self.params
-            batch.weights = batch.weights * term_class_weights(self.state, batch.terms, params["gamma"],
-                                                               params["kappa"], params["eps"])
+            weights = batch.weights * term_class_weights(self.state, batch.terms, params["gamma"], params["kappa"],
+                                                         params["eps"])
+            return PreparedBatch(batch.terms, weights, batch.owner, batch.n_docs)
         return batch
+
+    def _scored(self, docs: Sequence[Document], active: np.ndarray) -> np.ndarray:
+        """The scoring kernel's log posteriors of ``docs``; with feedback (``fb``), its second pass."""
+        feedback = self.feedback
+        if feedback is None or not feedback.active:
+            return self._log_posteriors(self._prepare(docs), active)
+        second, _, _ = self._feedback_pass(self._prepare_weights(docs), active)
+        return self._log_posteriors(self._query_weighted(second), active)
+
+    def _feedback_pass(self, batch: PreparedBatch, active: np.ndarray):
+        """The first pass over ``batch`` (weights before ``fw``), and from it the second pass's documents with
+        each document's top labels and their weights (:meth:`model.feedback.ModelFeedback.documents`)."""
+        first = self._log_posteriors(self._query_weighted(batch), active)
+        return self.feedback.documents(self.state, batch, first, active)
+
+    def feedback_documents(self, docs: Iterable[Document]) -> list[FeedbackDocument]:
+        """What the feedback's second pass scores (``fb``, :mod:`model.feedback`): per document its top labels
+        with their weights and its mixed term weights (before ``fw``)."""
+        if self.feedback is None:
+            raise ValueError(f"{self.spec.name!r} has no feedback (the fb affix)")
+        active, names = self.class_names()
+        if not len(active):
+            raise RuntimeError("the model has not learned any document yet")
+        second, label_ids, label_weights = self._feedback_pass(self._prepare_weights(list(docs)), active)
+        name_of, terms = dict(zip(active.tolist(), names)), self.state.terms.names
+        out = []
+        for d in range(second.n_docs):
+            mine = second.owner == d
+            labels = [(name_of[c], p) for c, p in zip(label_ids[d].tolist(), label_weights[d].tolist())]
+            out.append(FeedbackDocument(labels, dict(zip((terms[t] for t in second.terms[mine].tolist()),
+                                                         second.weights[mine].tolist()))))
+        return out
 
     def _prepare_weights(self, docs: Sequence[Document]) -> PreparedBatch:
         """Known terms of each document and their weights (unseen terms are skipped).
@@ -639,7 +678,7 @@ class GenerativeTextModel(PosteriorPredictions):
         active, names = self.class_names()
         if not len(active):
             raise RuntimeError("the model has not learned any document yet")
-        return names, self._log_posteriors(self._prepare(list(docs)), active)
+        return names, self._scored(list(docs), active)
 
     def _log_posteriors(self, batch: PreparedBatch, active: np.ndarray) -> np.ndarray:
         """The scoring kernel: normalized log posteriors of ``batch`` over the ``active`` class ids.

@@ -94,6 +94,8 @@ class MNB(GenerativeTextModel):
         dense pass's the labels too, so it pays with many labels and ``k`` well below them; a posterior
         threshold must lie above what pruning leaves out (``e^-margin``, by the posterior ``tolerance``)."""
         n = len(self.class_names()[0])
+        if self.feedback is not None and self.feedback.active:  # the second pass needs every first-pass posterior
+            return False
         return (n >= PRUNED_TOPK_MIN_CLASSES and PRUNED_TOPK_CLASSES_PER_K * k <= n and k < n
                 and (threshold is None or threshold > math.exp(-margin(n, tolerance))))
 

@@ -47,12 +47,19 @@ _CLASS_WEIGHT_PARAMS = (
               0.0001, 100.0, True),
     ParamInfo("eps", 0.0, 1.0, 0.1, False, "fw: weight floor of a term spread evenly over the classes", 0.0, 1.0),
 )
+#: The numbers of model-based feedback (fb; :mod:`model.feedback`); labels and terms are rounded to whole numbers.
+_FEEDBACK_PARAMS = (
+    ParamInfo("fb_lambda", 0.0, 1.0, 0.1, False, "fb: weight of the top labels' words in the second pass", 0.0, 0.4),
+    ParamInfo("fb_labels", 1.0, 1000.0, 3.0, False, "fb: top labels whose words feed back (posterior-weighted)",
+              1.0, 10.0),
+    ParamInfo("fb_terms", 1.0, 1e6, 100.0, False, "fb: feedback terms kept (the largest)", 5.0, 5000.0, True),
+)
 
 
 def _collect_params() -> dict[str, ParamInfo]:
     found: dict[str, ParamInfo] = {}
     groups = ([m.params for m in registry.METHODS] + [b.params for b in registry.BACKGROUNDS] + [_WEIGHTING_PARAMS]
-              + [_CLASS_WEIGHT_PARAMS]
+              + [_CLASS_WEIGHT_PARAMS, _FEEDBACK_PARAMS]
               + [registry.kernel_method(k).kernel_params for k in KERNEL_AFFIXES])
     for info in (info for group in groups for info in group):
         if found.setdefault(info.name, info) != info:
@@ -73,6 +80,8 @@ def _affix_table() -> str:
              ("tXiX", "both free"), ("qidf", "IDF weighting of scored documents only (ups_idf=0 fixed)"),
              ("qidfX", "query IDF with lifting ``ups_idf`` free"),
              ("fw", "supervised weights of scored terms from their class distribution (``gamma``, ``kappa``, ``eps``)"),
+             ("fb", "model-based feedback: a second pass with the top labels' words mixed in (``fb_lambda``, "
+                    "``fb_labels``, ``fb_terms``)"),
              ("ps", "prior scaling ``theta``")]
     rows += [(k, f"TDM document kernel: {registry.kernel_method(k).doc}, number "
                  f"{', '.join(f'``{p.name}``' for p in registry.kernel_method(k).kernel_params)} (TDM only)")
@@ -109,6 +118,8 @@ class ModelSpec:
     kernel: frozenset[str] = field(default_factory=frozenset)
     #: fw: scored terms weighted by how unevenly the classes hold them (:mod:`model.term_class_weights`)
     class_weights: bool = False
+    #: fb: a second scoring pass with the top labels' words mixed in (:mod:`model.feedback`)
+    feedback: bool = False
 
     @property
     def name(self) -> str:
@@ -119,6 +130,8 @@ class ModelSpec:
             parts.append(self.weighting)
         if self.class_weights:
             parts.append("fw")
+        if self.feedback:
+            parts.append("fb")
         if self.prior_scaling:
             parts.append("ps")
         return "_".join(parts)
@@ -138,6 +151,8 @@ class ModelSpec:
             names.add("theta")
         if self.class_weights:
             names.update(info.name for info in _CLASS_WEIGHT_PARAMS)
+        if self.feedback:
+            names.update(info.name for info in _FEEDBACK_PARAMS)
         return frozenset(names)
 
     # Views by slot and affix, for readers of the parsed fields (the dense references in tests/).
@@ -172,12 +187,12 @@ def parse_spec(text: str) -> ModelSpec:
     family = "mnb"
     if affixes and affixes[0] in FAMILIES:
         family = affixes.pop(0)
-    known = set(BACKGROUNDS) | set(SMOOTHING) | {"ps", "fw"} | set(WEIGHTINGS) | set(KERNEL_AFFIXES)
+    known = set(BACKGROUNDS) | set(SMOOTHING) | {"ps", "fw", "fb"} | set(WEIGHTINGS) | set(KERNEL_AFFIXES)
     unknown = [a for a in affixes if a not in known]
     if unknown:
         raise SpecError(
             f"unknown affix(es) {unknown} in {text!r}; known: backgrounds {BACKGROUNDS}, "
-            f"smoothing {' '.join(SMOOTHING)}, weighting {WEIGHTINGS}, fw, ps, TDM kernels {KERNEL_AFFIXES}"
+            f"smoothing {' '.join(SMOOTHING)}, weighting {WEIGHTINGS}, fw, fb, ps, TDM kernels {KERNEL_AFFIXES}"
         )
     if len(set(affixes)) != len(affixes):
         raise SpecError(f"repeated affix in {text!r}")
@@ -208,7 +223,8 @@ def parse_spec(text: str) -> ModelSpec:
         raise SpecError(f"kernel affixes {sorted(kernel)} are for TDM: prefix the spec with 'tdm_'")
     if family == "tdm" and not kernel:
         raise SpecError(f"{text!r}: a TDM needs kernel smoothing ({_either(KERNEL_AFFIXES, 'and/or')})")
-    return ModelSpec(family, background, smoothing, weighting, "ps" in affixes, kernel, "fw" in affixes)
+    return ModelSpec(family, background, smoothing, weighting, "ps" in affixes, kernel, "fw" in affixes,
+                     "fb" in affixes)
 
 
 #: Numbers that are not affix parameters but still configure a model.

@@ -119,8 +119,8 @@ class DenseReference:
             return 0.5
         return min(max(n1 / (n1 + 2 * n2), 1e-6), 1.0)
 
-    def log_posterior(self, raw_query: dict[str, float]) -> dict[str, float]:
-        """``log p(l | w)`` for every class, computed from scratch."""
+    def class_counts(self) -> tuple[list[str], dict[str, dict[str, float]], dict[str, float]]:
+        """Classes, the dense (decayed) table ``counts[class][term]`` and the documents per class."""
         classes = sorted({c for d in self.docs.values() for c in d.classes})
         counts: dict[str, dict[str, float]] = {c: {} for c in classes}
         docs_per_class = {c: 0.0 for c in classes}
@@ -131,6 +131,23 @@ class DenseReference:
                 for term, w in d.weights.items():
                     if w != 0.0:
                         counts[c][term] = counts[c].get(term, 0.0) + w * weight
+        return classes, counts, docs_per_class
+
+    def query_weights(self, raw_query: dict[str, float]) -> dict[str, float]:
+        """The scored document's weights over seen terms, before the fw weights."""
+        _, counts, _ = self.class_counts()
+        seen = {t for row in counts.values() for t in row}
+        if self.spec.weighting:
+            total, per_term = self.doc_frequencies()
+            query = self.tfidf(raw_query, total, per_term)
+        else:
+            query = dict(raw_query)
+        return {t: w for t, w in query.items() if t in seen and w > 0}
+
+    def log_posterior(self, raw_query: dict[str, float], weighted: dict[str, float] | None = None) -> dict[str, float]:
+        """``log p(l | w)`` for every class, computed from scratch (``weighted``: the weights themselves, before
+        the fw weights, instead of those of ``raw_query``)."""
+        classes, counts, docs_per_class = self.class_counts()
         vocab = sorted({t for row in counts.values() for t, v in row.items()})
         V = len(vocab)
         term_total = {t: sum(counts[c].get(t, 0.0) for c in classes) for t in vocab}
@@ -149,13 +166,7 @@ class DenseReference:
         mu = self.params.get("mu", 0.0) if self.spec.dp else 0.0
         theta = self.params.get("theta", 1.0)
 
-        # the scored document: weights over seen terms only
-        if self.spec.weighting:
-            total, per_term = self.doc_frequencies()
-            query = self.tfidf(raw_query, total, per_term)
-        else:
-            query = dict(raw_query)
-        query = {t: w for t, w in query.items() if t in term_total and w > 0}
+        query = self.query_weights(raw_query) if weighted is None else dict(weighted)
         if getattr(self.spec, "class_weights", False):
             g = class_weights_of(counts, self.params)
             query = {t: w * g[t] for t, w in query.items()}
