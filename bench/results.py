@@ -351,7 +351,7 @@ def split_summary(results: list[dict]) -> list[str]:
         for key, value in rer.items():
             if value is not None:
                 columns[key].append(value)
-        lines.append(f"| {result['entry'].data} | {result['best']['candidate'].label} | {ours:.4f} | {fmt(txix)} | "
+        lines.append(f"| {result['entry'].data} | {shown_label(result['best'])} | {ours:.4f} | {fmt(txix)} | "
                      f"{mnb_dev:.4f} (α={mnb['setting']['alpha']:g}) | {mnb_test:.4f} | {pct(rer['dev'])} | "
                      f"{pct(rer['test'])} | {pct(rer['mnb'])} | {pct(rer['txix'])} | {svc:.4f} | {pct(rer['svc'])} |")
     mean = {k: (sum(v) / len(v) if v else None) for k, v in columns.items()}
@@ -399,7 +399,7 @@ def peer_summary(results: list[dict]) -> list[str]:
         before = max(old, key=choice_of) if old else None
         peers = {r["peer"]: r for r in result["peers"] if "skipped" not in r}
         ours = best["tuned"][measure]
-        cells = [data, best["candidate"].label,
+        cells = [data, shown_label(best),
                  fmt(dev_of(best)) + (f" (CV {fmt(best['cv'])})" if best.get("cv") is not None else ""), fmt(ours),
                  before["candidate"].label if before else "–", fmt(before["tuned"][measure]) if before else "–"]
         for key, _ in names:
@@ -433,6 +433,15 @@ def peer_summary(results: list[dict]) -> list[str]:
               "| dataset | ours | learn docs/s | score docs/s | before fw | learn docs/s | score docs/s |",
               "|---|---|---|---|---|---|---|", *cost, ""]
     return lines
+
+
+def shown_label(ours: dict) -> str:
+    """The candidate's label, for a pool with the number of bases its fit kept (``ensemble (2 of 5 bases)``)."""
+    candidate, chosen = ours["candidate"], (ours.get("summary") or {}).get("chosen") or {}
+    kept = chosen.get("bases")
+    if candidate.bases and kept is not None and len(kept) < len(candidate.bases):
+        return f"{candidate.spec} ({len(kept)} of {len(candidate.bases)} bases)"
+    return candidate.label
 
 
 def pool_choice(chosen: dict, candidate: Candidate) -> str:
@@ -558,7 +567,7 @@ def stream_summary(results: list[dict]) -> list[str]:
         tuned = result["best"]["tuned"]
         peers = {r["peer"]: r for r in result["peers"] if "skipped" not in r}
         cells = [f"{entry.data} ({'shuffled' if entry.shuffle is not None else 'ts order'})",
-                 result["best"]["candidate"].label, dev_text(entry, dev_of(result["best"])), fmt(tuned["accuracy"]),
+                 shown_label(result["best"]), dev_text(entry, dev_of(result["best"])), fmt(tuned["accuracy"]),
                  fmt(tuned["one_minus_roca_pct"], 3)]
         for key in ("vw_logistic_bigrams", "river_mnb"):
             peer = peers.get(key, {})

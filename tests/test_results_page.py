@@ -193,6 +193,10 @@ def test_stream_pool_fits_on_the_entrys_dev_prefix_and_shows_its_cost_beside_the
         "pool of `a`, `b`, `c`: meta=False, bias=True, reg=1")
     assert results.pool_choice({"meta": False, "bias": True, "reg": 1.0}, three) == (  # an older fit's file
         "pool: meta=False, bias=True, reg=1")
+    # the summary tables say how many of the offered bases the fit kept
+    assert results.shown_label({"candidate": three, "summary": {"chosen": {"bases": [0, 2]}}}) == "ensemble (2 of 3 bases)"
+    assert results.shown_label({"candidate": three, "summary": {"chosen": {"bases": [0, 1, 2]}}}) == "ensemble (3 bases)"
+    assert results.shown_label({"candidate": three, "summary": {"chosen": {}}}) == "ensemble (3 bases)"
 
 
 def test_label_rule_steps_choose_the_output_rule_per_candidate_and_the_stream_replays_it(work):
