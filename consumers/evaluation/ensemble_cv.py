@@ -28,9 +28,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from sgm.consumers.evaluation.documents import documents as read_as, uses_mail
-from sgm.consumers.evaluation.ensemble_fit import VARIANTS, BaseRuns, Pool, fit_pool, score_of
-from sgm.consumers.evaluation.harness import (EvalSetup, cross_validation_folds, is_multilabel, labelled,
-                                              prepare_config, train_test)
+from sgm.consumers.evaluation.ensemble_fit import VARIANTS, BaseRuns, Pool, fit_pool, score_of, training_side
+from sgm.consumers.evaluation.harness import EvalSetup, cross_validation_folds, is_multilabel, prepare_config
 from sgm.model import Ensemble, build_model, model_config
 from sgm.model.ensemble import FLOOR, meta_feature_count
 
@@ -150,14 +149,9 @@ def cross_validate_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, 
     """The ``folds``-fold cross-validated score of the pool of ``base_configs`` over the training side of
     ``docs`` (module docstring) and the pool the same procedure fits on the whole training side; the summary,
     with ``tuned_config`` and ``dev_tuned`` (the cross-validated score). The test split is never read."""
-    if setup.mode != "split":
-        raise ValueError("a cross-validated ensemble score needs the split protocol (--mode split)")
-    if not base_configs:
-        raise ValueError("an ensemble needs at least one base configuration (--base)")
     started = time.perf_counter()
     say = log or (lambda message: None)
-    train, _ = train_test(docs, setup.test_fraction, setup.split_seed)
-    train = labelled(train)
+    train = training_side(docs, base_configs, setup, "a cross-validated ensemble score needs the split protocol")
     if is_multilabel(train):
         raise ValueError("the cross-validated ensemble score is for single-label data")
     objective = objective or "accuracy"

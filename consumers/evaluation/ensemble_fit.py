@@ -155,19 +155,25 @@ class BaseRuns:
         return out
 
 
+def training_side(docs: Sequence, base_configs: Sequence, setup: EvalSetup, needs: str) -> list:
+    """The labelled training side of a split ``setup`` (the test split is never read); ``needs`` says why a split
+    is needed when ``setup`` is not one."""
+    if setup.mode != "split":
+        raise ValueError(f"{needs} (--mode split)")
+    if not base_configs:
+        raise ValueError("an ensemble needs at least one base configuration (--base)")
+    train, _ = train_test(docs, setup.test_fraction, setup.split_seed)
+    return labelled(train)
+
+
 def fit_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, Any]], setup: EvalSetup,
                  objective: str | None = None, dev_fraction: float = 0.25, dev_seed: int = 0,
                  folds: int = 4, log=None) -> dict[str, Any]:
     """Fit the pool of ``base_configs`` on the dev data of ``docs`` (module docstring); the summary, with
     ``tuned_config`` (the ensemble's configuration) and ``dev_tuned`` (its dev score)."""
-    if setup.mode != "split":
-        raise ValueError("sgm ensemble fits on the split protocol's development data (--mode split)")
-    if not base_configs:
-        raise ValueError("an ensemble needs at least one base configuration (--base)")
     started = time.perf_counter()
     say = log or (lambda message: None)
-    train, _ = train_test(docs, setup.test_fraction, setup.split_seed)
-    train = labelled(train)
+    train = training_side(docs, base_configs, setup, "sgm ensemble fits on the split protocol's development data")
     multi = is_multilabel(train)
     if objective is None:
         objective = "micro_f1" if multi else "accuracy"
