@@ -131,3 +131,36 @@ def test_sgm_ensemble_dev_folds_writes_the_cross_validated_pool(tmp_path, capsys
     assert summary["dev"]["folds"] == 5 and len(summary["folds"]) == 5
     assert json.loads(out.read_text(encoding="utf-8")) == summary["tuned_config"]
     assert "cross-validated" in capsys.readouterr().out
+
+
+def toy_files(tmp_path) -> tuple[str, list[str]]:
+    """The toy data and the two bases as files: (data path, the --base arguments)."""
+    data = tmp_path / "toy.jsonl"
+    data.write_text("".join(json.dumps({"id": d.id, "text": d.text, "labels": list(d.labels), "split": d.split}) + "\n"
+                            for d in toy_docs()), encoding="utf-8")
+    bases = []
+    for i, config in enumerate(BASES):
+        path = tmp_path / f"b{i}.json"
+        path.write_text(json.dumps(config), encoding="utf-8")
+        bases += ["--base", str(path)]
+    return str(data), bases
+
+
+@pytest.mark.parametrize("extra", [["--dev-folds", "2"], ["--dev-folds", "0"], ["--dev-folds", "-3"],
+                                   ["--dev-folds", "100000"], ["--mode", "prequential", "--dev-folds", "0"]])
+def test_sgm_ensemble_refuses_a_fold_count_it_cannot_use_in_one_line(tmp_path, capsys, extra):
+    # K = 2 leaves no document for the fits on all folds but two (it raised a RuntimeError, a traceback);
+    # K < 1 was taken silently as one dev partition (sgm tune refuses it)
+    data, bases = toy_files(tmp_path)
+    out = tmp_path / "pool.json"
+    assert sgm(["ensemble", "--data", data, *bases, *extra, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and err[-1].startswith("sgm ensemble: ") and "--dev-folds" in err[-1], err
+    assert "Traceback" not in "\n".join(err) and not out.exists()
+
+
+def test_the_smallest_training_side_three_folds_take():
+    # 3 <= K <= the training documents always leaves each pool's fits a document, and its own choice two
+    docs = [d for d in toy_docs() if d.split == "test"][:2] + [d for d in toy_docs() if d.split == "train"][:4]
+    summary = cross_validate_ensemble(docs, BASES, EvalSetup(mode="split"), folds=3, seed=1)
+    assert len(summary["folds"]) == 3 and 0.0 <= summary["dev_tuned"] <= 1.0

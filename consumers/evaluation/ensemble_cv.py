@@ -74,7 +74,7 @@ def choose_pool(oof: np.ndarray, lengths: np.ndarray, truth: np.ndarray, classes
             out = oof[subset[0]] - np.logaddexp.reduce(oof[subset[0]], axis=1, keepdims=True)
         else:
             out = np.zeros(oof.shape[1:])
-            for fit_index, held_index in cross_validation_folds(len(truth), 5, seed):
+            for fit_index, held_index in cross_validation_folds(len(truth), min(5, len(truth)), seed):
                 fitted = fit_pool(oof[subset][:, fit_index], lengths[fit_index], truth[fit_index], *variant)
                 out[held_index] = fitted.log_posteriors(oof[subset][:, held_index], lengths[held_index])
         value, loss = score_of(out, classes, docs, objective), float(-out[rows, truth].mean())
@@ -157,6 +157,9 @@ def cross_validate_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, 
     objective = objective or "accuracy"
     if objective not in ("accuracy", "micro_f1"):
         raise ValueError("the ensemble's objective is accuracy or micro_f1")
+    if not 3 <= folds <= len(train):  # K = 2 leaves the fits on all folds but two no document
+        raise ValueError(f"--dev-folds {folds}: the cross-validated ensemble score needs 3 <= K <= {len(train)} "
+                         f"(the training documents; each fold's pool is chosen on bases fitted on all folds but two)")
     configs = [prepare_config(c, train) for c in base_configs]
     classes = sorted({d.labels[0] for d in train}, key=str)
     column = {c: i for i, c in enumerate(classes)}
