@@ -164,3 +164,37 @@ def test_the_smallest_training_side_three_folds_take():
     docs = [d for d in toy_docs() if d.split == "test"][:2] + [d for d in toy_docs() if d.split == "train"][:4]
     summary = cross_validate_ensemble(docs, BASES, EvalSetup(mode="split"), folds=3, seed=1)
     assert len(summary["folds"]) == 3 and 0.0 <= summary["dev_tuned"] <= 1.0
+
+
+class RecordingRuns:
+    """A stand-in for BaseRuns whose 'posteriors' say which document was scored and which documents were fitted:
+    column 0 the scored document's index, column 1 a code of the fitted set."""
+
+    configs, classes = [None], ["a", "b"]
+
+    def __init__(self) -> None:
+        self.codes: dict[int, frozenset] = {}
+
+    def log_posteriors(self, fit_index, score_index):
+        code = len(self.codes)
+        self.codes[code] = frozenset(fit_index)
+        return np.array([[[float(i), float(code)] for i in score_index]])
+
+
+@pytest.mark.parametrize("n, folds", [(10, 3), (11, 4), (23, 5)])
+def test_fold_posteriors_score_each_row_by_the_fit_that_left_out_its_fold_and_the_pools(n, folds):
+    from sgm.consumers.evaluation.ensemble_cv import fold_posteriors
+
+    parts = cross_validation_folds(n, folds, 1)
+    runs = RecordingRuns()
+    outer, inner = fold_posteriors(runs, parts)
+    fold_of = {i: k for k, (_, held) in enumerate(parts) for i in held}
+    assert len(runs.codes) == folds * (folds - 1) // 2 + folds
+    for i in range(n):
+        assert outer[0, i, 0] == i and runs.codes[int(outer[0, i, 1])] == frozenset(range(n)) - set(parts[fold_of[i]][1])
+        for k in range(folds):
+            if k == fold_of[i]:
+                assert (inner[k][0, i] == FLOOR).all()  # pool k never reads its own fold
+                continue
+            left_out = set(parts[k][1]) | set(parts[fold_of[i]][1])
+            assert inner[k][0, i, 0] == i and runs.codes[int(inner[k][0, i, 1])] == frozenset(range(n)) - left_out
