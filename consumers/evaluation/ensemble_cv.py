@@ -17,8 +17,9 @@ out-of-fold posteriors: step 2's fits), so the score estimates the very configur
 then scores on test, as a single candidate's cross-validated score does.
 
 :func:`choose_pool` also chooses which bases to pool (greedy forward selection from the best single base,
-a base is added only where the cross-validated score rises), and a single base with a per-class bias: a
-per-label prior correction of one base fitted on out-of-fold data.
+a base is added only where the cross-validated score rises and the cross-validated log loss falls), and a single
+base with a per-class bias: a per-label prior correction of one base fitted on out-of-fold data. K is at least 3:
+with 2 the fits on all folds but two would be empty.
 """
 from __future__ import annotations
 
