@@ -198,3 +198,21 @@ def test_fold_posteriors_score_each_row_by_the_fit_that_left_out_its_fold_and_th
                 continue
             left_out = set(parts[k][1]) | set(parts[fold_of[i]][1])
             assert inner[k][0, i, 0] == i and runs.codes[int(inner[k][0, i, 1])] == frozenset(range(n)) - left_out
+
+
+def test_every_pool_fit_of_the_cross_validated_score_runs_blas_on_one_thread(monkeypatch):
+    # as the stream fit's: the small L-BFGS pool fits ran 7-11x slower with OpenBLAS's threads on the shared cores
+    # (choose_pool over 5 bases x 1,500 documents: 6.5-11.3 s against 0.9-1.0 s, the same choice)
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from sgm.consumers.evaluation import ensemble_cv
+
+    threads = []
+
+    def recording_fit(*args, **kwargs):
+        threads.extend(info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas")
+        return fit_pool(*args, **kwargs)
+
+    monkeypatch.setattr(ensemble_cv, "fit_pool", recording_fit)
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):  # more than one thread outside, whatever the machine
+        ensemble_cv.cross_validate_ensemble(toy_docs(), BASES, EvalSetup(mode="split"), folds=3, seed=1)
+    assert threads and set(threads) == {1}
