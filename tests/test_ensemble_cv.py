@@ -216,3 +216,16 @@ def test_every_pool_fit_of_the_cross_validated_score_runs_blas_on_one_thread(mon
     with threadpoolctl.threadpool_limits(2, user_api="blas"):  # more than one thread outside, whatever the machine
         ensemble_cv.cross_validate_ensemble(toy_docs(), BASES, EvalSetup(mode="split"), folds=3, seed=1)
     assert threads and set(threads) == {1}
+
+
+def test_a_base_scores_tied_documents_as_its_single_does():
+    # a document whose classes tie (no known term, no prior: theta = 0, as webkb's tuned uc_pd_dp_tXiX_ps) goes to
+    # the lower class id, the first class learned, in the single's CV and in the served pool; the CV fit broke the
+    # tie by the class name. Here every fold's fit learns the tied class first, so the scores agree exactly
+    first = max(d.labels[0] for d in toy_docs())  # learned first, last by name: the two tie rules differ
+    docs = [LabelledDoc(f"u{i}", f"unseen{i} never{i}", (first,), None, "train") for i in range(12)] + toy_docs()
+    bases = [{"model": "u_jm_ps", "params": {"beta": 0.4, "theta": 0.0}}, BASES[1]]
+    setup = EvalSetup(mode="split")
+    summary = cross_validate_ensemble(docs, bases, setup, folds=5, seed=1)
+    single = development_task(docs, bases[0], setup, dev_folds=5, dev_seed=1).run({})["accuracy"]
+    assert summary["dev_bases"][0] == pytest.approx(single, abs=1e-12)

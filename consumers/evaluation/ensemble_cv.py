@@ -163,7 +163,10 @@ def cross_validate_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, 
         raise ValueError(f"--dev-folds {folds}: the cross-validated ensemble score needs 3 <= K <= {len(train)} "
                          f"(the training documents; each fold's pool is chosen on bases fitted on all folds but two)")
     configs = [prepare_config(c, train) for c in base_configs]
-    classes = sorted({d.labels[0] for d in train}, key=str)
+    # in the order learned: an arg-max tie (no known term, no prior) goes to the first column, the class learned
+    # first, as the served pool breaks it and the single's CV does where a fold's fit learns the classes in this
+    # order (by name: webkb's tXiX base 0.8559 against its single's CV 0.8594; in this order 0.8601)
+    classes = list(dict.fromkeys(d.labels[0] for d in train))
     column = {c: i for i, c in enumerate(classes)}
     truth = np.array([column[d.labels[0]] for d in train])
     runs = BaseRuns(configs, train, read_as(train, uses_mail(train, setup.mail)), classes)
