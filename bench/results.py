@@ -266,7 +266,7 @@ def dataset_section(result: dict) -> list[str]:
         if report["config"].get("label_threshold") is not None:
             params += f"; output: labels with marginal ≥ {report['config']['label_threshold']:g}"
         mark = " ✓" if ours is best and len(result["ours"]) > 1 else ""
-        cells = [f"**sgm {ours['candidate'].label}**{mark}", params, dev_text(entry, dev_of(ours)), fmt(report[measure]),
+        cells = [f"**sgm {shown_label(ours)}**{mark}", params, dev_text(entry, dev_of(ours)), fmt(report[measure]),
                  fmt(report["macro_f1"]), fmt(report["log_loss"], 3)]
         if cv:
             cells.insert(3, fmt(ours.get("cv")))
@@ -415,7 +415,7 @@ def peer_summary(results: list[dict]) -> list[str]:
                     mean.setdefault("acc_" + key, []).append(peers[key][measure])
         lines.append("| " + " | ".join(cells) + " |")
         if before is not None:
-            cost.append(f"| {data} | {best['candidate'].label} | {fmt(best['tuned']['learn_docs_per_s'], 0)} | "
+            cost.append(f"| {data} | {shown_label(best)} | {fmt(best['tuned']['learn_docs_per_s'], 0)} | "
                         f"{fmt(best['tuned']['score_docs_per_s'], 0)} | {before['candidate'].label} | "
                         f"{fmt(before['tuned']['learn_docs_per_s'], 0)} | {fmt(before['tuned']['score_docs_per_s'], 0)} |")
 

@@ -556,7 +556,7 @@ class GenerativeTextModel(PosteriorPredictions):
     def cache_bytes(self) -> int:
         """Bytes of the arrays kept only to score fast (derived from the counts, not in snapshots)."""
         arrays = list(vars(self._lexicon).values()) if self._lexicon is not None else []
-        arrays += self._scoring_cache_arrays()
+        arrays += self._scoring_cache_arrays() + (self.feedback.cache_arrays() if self.feedback is not None else [])
         return sum(value.nbytes for value in arrays if isinstance(value, np.ndarray))
 
     def _scoring_cache_arrays(self) -> list[np.ndarray]:

@@ -106,6 +106,11 @@ class ModelFeedback:
         """Whether there is a second pass (``lambda > 0``)."""
         return self.lam > 0
 
+    def cache_arrays(self) -> list[np.ndarray]:
+        """The label-major copy's arrays (counted by ``cache_bytes``); none before the first second pass."""
+        cached = self._label_terms
+        return [] if cached is None else [cached.row_ptr, cached.row_term, cached.row_prob]
+
     def label_terms(self, state) -> LabelTerms:
         cached = self._label_terms
         if cached is None or cached.epoch != state.epoch:

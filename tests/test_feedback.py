@@ -171,3 +171,16 @@ def test_feedback_terms_are_the_n_largest_and_the_pruned_path_is_not_taken():
     ranked = m.rank_many(["w3 common"], 3)
     order = np.argsort(-log_post[0], kind="stable")[:3]
     assert ranked.names[0] == [classes[i] for i in order]
+
+
+def test_the_label_major_cache_is_counted_in_the_models_bytes():
+    # memory_bytes (the service's gauge) counts every score cache through cache_bytes; fb's label-major copy of
+    # the count tables (16 bytes an entry) was left out
+    docs, labels = ["cheap pills cheap now", "monday meeting notes", "win cheap prize"], ["spam", "ham", "spam"]
+    plain, fb = MNB("u_jm", beta=0.5), MNB("u_jm_fb", beta=0.5, fb_lambda=0.5, fb_labels=2, fb_terms=3)
+    for model in (plain, fb):
+        model.learn_many(docs, labels)
+        model.predict_log_proba_many(["pills meeting"])
+    table = fb.feedback.label_terms(fb.state)
+    extra = table.row_ptr.nbytes + table.row_term.nbytes + table.row_prob.nbytes
+    assert extra > 0 and fb.cache_bytes() == plain.cache_bytes() + extra

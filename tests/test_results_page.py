@@ -151,6 +151,32 @@ def test_ensemble_runs_last_competes_on_dev_and_gets_its_own_rows(tmp_path, monk
     results.dataset_section(done)  # the per-dataset table takes a candidate without a default evaluation
 
 
+def test_a_pool_that_kept_a_subset_of_its_bases_is_shown_with_that_count_in_every_row(tmp_path, monkeypatch):
+    """The per-dataset table and the cost table name a chosen pool as the summaries do: 'ensemble (2 of 3 bases)'
+    (the 2026-11-27 page called r8's 3-base pool 'ensemble (5 bases)' there, beside the served 3-base cost)."""
+    monkeypatch.setattr(results, "tdm_available", lambda: False)
+    peers = [{"peer": "linear_svc", "accuracy": 0.96, "dev": 0.9, "macro_f1": 0.96, "log_loss": 0.3}]
+    (tmp_path / "r8-split.peers.json").write_text(json.dumps(peers), encoding="utf-8")
+    for stem, dev in (("u_jm_ps", 0.90), ("u_jm_fw_ps", 0.95), ("u_pd_ps", 0.91)):
+        write_reports(tmp_path, f"r8-split-{stem}", "4x4", dev)
+    fit = {"search": "ensemble", "evaluations": 12, "search_seconds": 7.0, "dev_default": 0.95, "dev_tuned": 0.97,
+           "chosen": {"bases": [0, 1], "meta": False, "bias": False, "reg": 1.0, "cv": 0.96},
+           "tuned_config": {"model": "ensemble"}}
+    (tmp_path / "r8-split-ensemble.tune.json").write_text(json.dumps(fit), encoding="utf-8")
+    (tmp_path / "r8-split-ensemble.eval.json").write_text(json.dumps(eval_report(0.97)), encoding="utf-8")
+    ensemble = results.Candidate("ensemble", bases=("u_jm_ps", "u_jm_fw_ps", "u_pd_ps"))
+    entry = results.Entry("r8", "split", (4, 4), candidates=(results.Candidate("u_jm_ps"),
+                                                              results.Candidate("u_jm_fw_ps"),
+                                                              results.Candidate("u_pd_ps"), ensemble))
+    done = resumed(tmp_path, entry)
+    assert done["best"]["candidate"] is ensemble
+    rows = [line for line in results.dataset_section(done) if line.startswith("| **sgm ensemble")]
+    assert rows and rows[0].startswith("| **sgm ensemble (2 of 3 bases)** ✓ | pool of `u_jm_ps`, `u_jm_fw_ps`:")
+    cost = [line for line in results.peer_summary([done]) if line.startswith("| r8 |")]
+    assert cost and all("ensemble (3 bases)" not in line for line in cost), cost
+    assert any(line.startswith("| r8 | ensemble (2 of 3 bases) | 1 | 1 |") for line in cost), cost
+
+
 def test_stream_pool_fits_on_the_entrys_dev_prefix_and_shows_its_cost_beside_the_single_model(work):
     """A spam stream's ensemble candidate runs ``sgm ensemble --mode prequential`` with the entry's objective and
     dev arguments on the entry's roc_auc-tuned configurations, competes by its dev score, and the stream summary

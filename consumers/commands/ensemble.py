@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "two-label stream, prequential only)")
     add_dev_partition_arguments(parser)
     parser.add_argument("--dev-folds", type=int, default=1, metavar="K",
-                        help="split: K > 1 scores the pool by K-fold cross-validation over the training side, on "
+                        help="split: K >= 3 scores the pool by K-fold cross-validation over the training side, on "
                              "sgm tune --dev-folds K's folds (seeded by --dev-seed), and writes the pool the same "
                              "procedure fits on the whole training side (its bases chosen there too; issue 19)")
     parser.add_argument("--folds", type=int, default=4,
@@ -71,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         check_output_paths(args.out, args.json)
+        if args.dev_folds < 1:
+            raise ValueError(f"--dev-folds {args.dev_folds}: K is at least 1 (1: one dev partition; split: K >= 3 "
+                             "cross-validates the pool)")
         configs = []
         for path in args.base:
             try:
