@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from .arrays import grow
-from .loops.node_postings import append_runs, store_cached
+from .loops.node_postings import append_runs, release_unfit, store_cached
 from .smoothing import Smoothing, log_smoothing_weight
 from .state import CountState, DocRecord
 
@@ -406,27 +406,19 @@ class DocumentNodes:
         weight. A term whose cached region has room is rewritten in place; the others get a new region at the
         cache's end with a quarter to spare (a common word's list grows by about one per learned message)."""
         term_array = np.asarray(terms, dtype=np.int64)
-        self.weight_epoch[term_array] = epoch
         if weights is None or not len(weights):
+            self.weight_epoch[term_array] = epoch
             self._release_cached_many(term_array)
             return
-        caps = self.cache_cap[term_array]
-        reuse = (fills <= caps) & (fills > 0)
-        self.cache_live -= int(caps[~reuse].sum())
-        self.cache_cap[term_array[~reuse]] = 0  # released: their regions become garbage
-        new_caps = np.where(reuse, 0, np.where(fills > 0, fills + fills // 4 + 2, 0))
-        total = int(new_caps.sum())
-        self._reserve_cache(total)  # may move the kept regions: their starts are read after it
-        at = self.cache_used
-        starts = np.where(reuse, self.cache_start[term_array], at + np.cumsum(new_caps) - new_caps)
-        bounds = np.empty(len(term_array))
-        store_cached(starts, fills, nodes, weights, self.cache_node, self.cache_weight, bounds)
-        self.cache_used += total
-        self.cache_live += total
-        self.cache_start[term_array] = starts
-        self.cache_len[term_array] = fills
-        self.cache_cap[term_array] = np.where(reuse, caps, new_caps)
-        self.term_bound[term_array] = bounds
+        # two compiled steps around making room (which may move the kept regions: their starts are read after it)
+        released, total = release_unfit(term_array, np.asarray(fills, dtype=np.int64), epoch, self.weight_epoch,
+                                        self.cache_cap)
+        self.cache_live -= int(released)
+        self._reserve_cache(int(total))
+        self.cache_used = int(store_cached(term_array, np.asarray(fills, dtype=np.int64), nodes, weights,
+                                           self.cache_used, self.cache_start, self.cache_len, self.cache_cap,
+                                           self.cache_node, self.cache_weight, self.term_bound))
+        self.cache_live += int(total)
         self.weights_recomputed += len(terms)
 
     def _release_cached(self, term: int) -> None:

@@ -65,12 +65,17 @@ def node_posting_ratios(terms, post_start, post_fill, arena_node, arena_count, n
     ``mu + D(l)`` per class id; ``label_sum`` is scratch of one value per class id.
     """
     small_kept = np.full(_SMALL, np.nan)
+    # p_l(n) of the term being read, per class id: computed at the class's first posting (NaN: not yet), the
+    # same operations on the same numbers as per posting, so the same bits, once per (term, label)
+    label_prob = np.full(label_sum.shape[0], np.nan)
     k = 0
     for j in range(terms.shape[0]):
         start = post_start[terms[j]]
         end = start + post_fill[terms[j]]
         for i in range(start, end):
-            label_sum[node_class[arena_node[i]]] = 0.0
+            c = node_class[arena_node[i]]
+            label_sum[c] = 0.0
+            label_prob[c] = np.nan
         for i in range(start, end):
             node = arena_node[i]
             label_sum[node_class[node]] += node_factor[node] * (arena_count[i] / node_length[node])
@@ -78,8 +83,11 @@ def node_posting_ratios(terms, post_start, post_fill, arena_node, arena_count, n
         for i in range(start, end):
             node = arena_node[i]
             c = node_class[node]
-            x = label_sum[c] * scale
-            label_prob = class_a[c] * (pb + (x - chain_discount(label_forms, label_values, x)) / class_denominator[c])
+            prob = label_prob[c]
+            if prob != prob:
+                x = label_sum[c] * scale
+                prob = class_a[c] * (pb + (x - chain_discount(label_forms, label_values, x)) / class_denominator[c])
+                label_prob[c] = prob
             y = arena_count[i]
             if 0.0 <= y < _SMALL and y == np.floor(y):  # the same function of the same numbers: the same bits
                 whole = np.int64(y)
@@ -89,24 +97,55 @@ def node_posting_ratios(terms, post_start, post_fill, arena_node, arena_count, n
             else:
                 kept = y - chain_discount(kernel_forms, kernel_values, y)
             out_node[k] = node
-            ratio[k] = kept / ((kernel_mu + node_discount[node]) * label_prob)
+            ratio[k] = kept / ((kernel_mu + node_discount[node]) * prob)
             k += 1
 
 
 @njit(cache=True, nogil=True)
-def store_cached(starts, fills, nodes, weights, cache_node, cache_weight, bounds):  # pragma: no cover - compiled
-    """Copy the ``k``-th term's run of ``nodes``/``weights`` (the next ``fills[k]``) to ``cache_*[starts[k]:]``
-    and its largest weight to ``bounds[k]`` (0 for an empty run; NaN propagates, as ``np.maximum`` does)."""
-    p = 0
-    for k in range(fills.shape[0]):
-        at = starts[k]
+def release_unfit(terms, fills, epoch, weight_epoch, cache_cap):  # pragma: no cover - compiled
+    """The first step of storing the weights of ``terms`` (distinct) for ``epoch``: mark them computed, release
+    the cached region of every term whose ``fills[k]`` postings do not fit in it (or has none) and size its new
+    one (``fill + fill // 4 + 2``, 0 for none). Returns the released and the needed cells."""
+    released = 0
+    need = 0
+    for k in range(terms.shape[0]):
+        t = terms[k]
+        weight_epoch[t] = epoch
         n = fills[k]
+        if n > 0 and n <= cache_cap[t]:
+            continue
+        released += cache_cap[t]
+        cache_cap[t] = 0
+        if n > 0:
+            need += n + n // 4 + 2
+    return released, need
+
+
+@njit(cache=True, nogil=True)
+def store_cached(terms, fills, nodes, weights, at, cache_start, cache_len, cache_cap, cache_node, cache_weight,
+                 term_bound):  # pragma: no cover - compiled
+    """The second step (after :func:`release_unfit` and making room): the ``k``-th term's run of
+    ``nodes``/``weights`` (the next ``fills[k]``) to its kept region, or a new one from ``at`` on (in term
+    order), its largest weight to ``term_bound`` (0 for an empty run; NaN propagates, as ``np.maximum``
+    does). Returns where the new regions end."""
+    p = 0
+    for k in range(terms.shape[0]):
+        t = terms[k]
+        n = fills[k]
+        if cache_cap[t] == 0:  # released or never held: a new region
+            cap = n + n // 4 + 2 if n > 0 else 0
+            cache_start[t] = at
+            cache_cap[t] = cap
+            at += cap
+        start = cache_start[t]
         bound = weights[p] if n > 0 else 0.0
         for i in range(n):
             w = weights[p + i]
-            cache_node[at + i] = nodes[p + i]
-            cache_weight[at + i] = w
+            cache_node[start + i] = nodes[p + i]
+            cache_weight[start + i] = w
             if w > bound or w != w:
                 bound = w
-        bounds[k] = bound
+        cache_len[t] = n
+        term_bound[t] = bound
         p += n
+    return at
