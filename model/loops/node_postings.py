@@ -68,14 +68,19 @@ def node_posting_ratios(terms, post_start, post_fill, arena_node, arena_count, n
     # p_l(n) of the term being read, per class id: computed at the class's first posting (NaN: not yet), the
     # same operations on the same numbers as per posting, so the same bits, once per (term, label)
     label_prob = np.full(label_sum.shape[0], np.nan)
+    n_classes = label_sum.shape[0]
     k = 0
     for j in range(terms.shape[0]):
         start = post_start[terms[j]]
         end = start + post_fill[terms[j]]
-        for i in range(start, end):
-            c = node_class[arena_node[i]]
-            label_sum[c] = 0.0
-            label_prob[c] = np.nan
+        if n_classes <= end - start:  # few labels (the usual case): clearing them all is cheaper than a pass
+            label_sum[:] = 0.0
+            label_prob[:] = np.nan
+        else:
+            for i in range(start, end):
+                c = node_class[arena_node[i]]
+                label_sum[c] = 0.0
+                label_prob[c] = np.nan
         for i in range(start, end):
             node = arena_node[i]
             label_sum[node_class[node]] += node_factor[node] * (arena_count[i] / node_length[node])
