@@ -525,7 +525,10 @@ class DocumentNodes:
             nodes.sort()  # a fixed summation order: results do not depend on set iteration
             log_a = self.node_log_a[nodes]
             factor = self.node_factor[nodes]
-            if bin_width is None:
+            bits = log_a.view(np.int64)
+            if bits.min() == bits.max():  # one group (kjm alone, or equal kernels): what np.unique would give
+                values, inverse = log_a[:1].copy(), np.zeros(len(log_a), dtype=np.intp)
+            elif bin_width is None:
                 values, inverse = np.unique(log_a, return_inverse=True)
             else:
                 _, inverse = np.unique(np.floor(log_a / bin_width), return_inverse=True)
