@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from .arrays import grow
-from .loops.node_postings import append_runs, release_unfit, store_cached
+from .loops.node_postings import append_runs, release_unfit, store_cached, store_cached_zeros
 from .smoothing import Smoothing, log_smoothing_weight
 from .state import CountState, DocRecord
 
@@ -420,6 +420,20 @@ class DocumentNodes:
                                            self.cache_node, self.cache_weight, self.term_bound))
         self.cache_live += int(total)
         self.weights_recomputed += len(terms)
+
+    def store_zero_weights(self, terms: np.ndarray, fills: np.ndarray, epoch: int) -> None:
+        """:meth:`store_weights` of weights that are all ``+0.0`` (a kernel that keeps nothing), the postings'
+        nodes copied from the arena (``fills`` = the terms' posting counts, no dead postings left)."""
+        term_array = np.asarray(terms, dtype=np.int64)
+        fills = np.asarray(fills, dtype=np.int64)
+        released, total = release_unfit(term_array, fills, epoch, self.weight_epoch, self.cache_cap)
+        self.cache_live -= int(released)
+        self._reserve_cache(int(total))
+        self.cache_used = int(store_cached_zeros(term_array, fills, self.post_start, self.post_node, self.cache_used,
+                                                 self.cache_start, self.cache_len, self.cache_cap, self.cache_node,
+                                                 self.cache_weight, self.term_bound))
+        self.cache_live += int(total)
+        self.weights_recomputed += len(term_array)
 
     def _release_cached(self, term: int) -> None:
         if term < len(self.cache_cap) and self.cache_cap[term]:

@@ -1,6 +1,7 @@
 """Compiled loops of TDM's document postings (:class:`model.document_nodes.DocumentNodes`): appending
 to the per-term regions of the posting arena, the lazy posting weights
-(:meth:`model.tdm.TDM._build_document_weights`) and their copy to the weight cache.
+(:meth:`model.tdm.TDM._build_document_weights`) and their copy to the weight cache; for a kernel that
+keeps nothing (all weights +0.0), the guard's per-node checks and the copy of the nodes with zero weights.
 
 Per posting ``(node i, c_i(n))`` of a term ``n``, the ratio whose ``log1p`` is the weight ``v_i(n)``::
 
@@ -154,3 +155,59 @@ def store_cached(terms, fills, nodes, weights, at, cache_start, cache_len, cache
         term_bound[t] = bound
         p += n
     return at
+
+
+@njit(cache=True, nogil=True)
+def store_cached_zeros(terms, fills, post_start, arena_node, at, cache_start, cache_len, cache_cap, cache_node,
+                       cache_weight, term_bound):  # pragma: no cover - compiled
+    """:func:`store_cached` of weights that are all ``+0.0``, the nodes read straight from the posting arena
+    (``post_start``, ``arena_node``; ``fills[k]`` postings of ``terms[k]``, as :func:`node_posting_ratios`
+    lists them)."""
+    for k in range(terms.shape[0]):
+        t = terms[k]
+        n = fills[k]
+        if cache_cap[t] == 0:
+            cap = n + n // 4 + 2 if n > 0 else 0
+            cache_start[t] = at
+            cache_cap[t] = cap
+            at += cap
+        start = cache_start[t]
+        source = post_start[t]
+        for i in range(n):
+            cache_node[start + i] = arena_node[source + i]
+            cache_weight[start + i] = 0.0
+        cache_len[t] = n
+        term_bound[t] = 0.0
+    return at
+
+
+@njit(cache=True, nogil=True)
+def nodes_keep_positive(n, alive, node_class, node_discount, kernel_mu, node_factor, node_length, class_a,
+                        denominator, scale):  # pragma: no cover - compiled
+    """For :meth:`model.tdm.TDM._kernel_keeps_nothing`: over the live nodes, the smallest ``kmu + K_i`` and the
+    smallest ``a_l`` of their labels; ``(-1.0, -1.0)`` when there is none or one breaks a condition (a NaN or
+    infinite number, a negative factor, a length not positive, ``mu + D(l)`` not positive, or factors that
+    could sum to an overflow)."""
+    low_mass = np.inf
+    low_a = np.inf
+    factor_max = 0.0
+    count = 0
+    for i in range(n):
+        if not alive[i]:
+            continue
+        count += 1
+        c = node_class[i]
+        kernel_mass = kernel_mu + node_discount[i]
+        a = class_a[c]
+        f = node_factor[i]
+        length = node_length[i]
+        if not (np.isfinite(kernel_mass) and np.isfinite(a) and np.isfinite(denominator[c]) and denominator[c] > 0.0
+                and np.isfinite(f) and f >= 0.0 and np.isfinite(length) and length > 0.0):
+            return -1.0, -1.0
+        low_mass = min(low_mass, kernel_mass)
+        low_a = min(low_a, a)
+        factor_max = max(factor_max, f)
+    if count == 0 or factor_max * count * scale > 1e300:
+        return -1.0, -1.0
+    return low_mass, low_a
+
