@@ -72,15 +72,13 @@ def scored(config, op_list, queries, node_pruning):
 @given(empty_kernel_configs(), st.lists(ops, min_size=1, max_size=25), st.lists(documents, min_size=1, max_size=4),
        st.booleans())
 def test_empty_kernel_scores_are_the_full_computations_bit_for_bit(config, op_list, queries, node_pruning):
-    with counting_shortcut() as taken:
-        fast, model = scored(config, op_list, queries, node_pruning)
+    """(That the shortcut is taken where it should be: the guard test below; here a query may share no term
+    with the model, or find its weights fresh, and then no weights are computed at all.)"""
+    with counting_shortcut():
+        fast, _ = scored(config, op_list, queries, node_pruning)
     with counting_shortcut(enabled=False):
         full, _ = scored(config, op_list, queries, node_pruning)
     assert fast == full
-    spec = config[0].split("_")
-    simple_labels = not any(affix in spec for affix in ("pd", "ad"))  # the guard's label chains: empty or jm
-    if simple_labels and model.nodes.live_postings and fast:
-        assert taken[0] > 0
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -98,9 +96,14 @@ def _learned(spec: str, **params) -> TDM:
 
 
 def test_the_guard_takes_the_tuned_spam_kernel_and_refuses_the_others():
+    queries = ["cheap now", "monday team lunch", "buy cheap pills monday", "notes"]
+    tuned = {"kdelta": 1.0, "kmu": 1000.0, "beta": 0.67, "mu": 289.0}
+    with counting_shortcut(enabled=False):
+        full = _learned("tdm_uc_jm_dp_kpd_kdp", **tuned).predict_log_proba_many(queries)
     with counting_shortcut() as taken:
-        _learned("tdm_uc_jm_dp_kpd_kdp", kdelta=1.0, kmu=1000.0, beta=0.67, mu=289.0).predict_proba_one("cheap now")
-        assert taken[0] == 1
+        fast = _learned("tdm_uc_jm_dp_kpd_kdp", **tuned).predict_log_proba_many(queries)
+        assert taken[0] == 1 and fast[0] == full[0]
+        assert np.array_equal(fast[1].view(np.int64), full[1].view(np.int64))
         # a kernel that keeps part of each count: the weights are computed
         model = _learned("tdm_uc_jm_dp_kpd_kdp", kdelta=0.999, kmu=1000.0, beta=0.67, mu=289.0)
         model.predict_proba_one("cheap now")
