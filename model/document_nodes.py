@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from .arrays import grow
-from .loops.node_postings import append_runs, store_cached
+from .loops.node_postings import append_runs, release_unfit, store_cached, store_cached_zeros
 from .smoothing import Smoothing, log_smoothing_weight
 from .state import CountState, DocRecord
 
@@ -406,28 +406,34 @@ class DocumentNodes:
         weight. A term whose cached region has room is rewritten in place; the others get a new region at the
         cache's end with a quarter to spare (a common word's list grows by about one per learned message)."""
         term_array = np.asarray(terms, dtype=np.int64)
-        self.weight_epoch[term_array] = epoch
         if weights is None or not len(weights):
+            self.weight_epoch[term_array] = epoch
             self._release_cached_many(term_array)
             return
-        caps = self.cache_cap[term_array]
-        reuse = (fills <= caps) & (fills > 0)
-        self.cache_live -= int(caps[~reuse].sum())
-        self.cache_cap[term_array[~reuse]] = 0  # released: their regions become garbage
-        new_caps = np.where(reuse, 0, np.where(fills > 0, fills + fills // 4 + 2, 0))
-        total = int(new_caps.sum())
-        self._reserve_cache(total)  # may move the kept regions: their starts are read after it
-        at = self.cache_used
-        starts = np.where(reuse, self.cache_start[term_array], at + np.cumsum(new_caps) - new_caps)
-        bounds = np.empty(len(term_array))
-        store_cached(starts, fills, nodes, weights, self.cache_node, self.cache_weight, bounds)
-        self.cache_used += total
-        self.cache_live += total
-        self.cache_start[term_array] = starts
-        self.cache_len[term_array] = fills
-        self.cache_cap[term_array] = np.where(reuse, caps, new_caps)
-        self.term_bound[term_array] = bounds
+        # two compiled steps around making room (which may move the kept regions: their starts are read after it)
+        released, total = release_unfit(term_array, np.asarray(fills, dtype=np.int64), epoch, self.weight_epoch,
+                                        self.cache_cap)
+        self.cache_live -= int(released)
+        self._reserve_cache(int(total))
+        self.cache_used = int(store_cached(term_array, np.asarray(fills, dtype=np.int64), nodes, weights,
+                                           self.cache_used, self.cache_start, self.cache_len, self.cache_cap,
+                                           self.cache_node, self.cache_weight, self.term_bound))
+        self.cache_live += int(total)
         self.weights_recomputed += len(terms)
+
+    def store_zero_weights(self, terms: np.ndarray, fills: np.ndarray, epoch: int) -> None:
+        """:meth:`store_weights` of weights that are all ``+0.0`` (a kernel that keeps nothing), the postings'
+        nodes copied from the arena (``fills`` = the terms' posting counts, no dead postings left)."""
+        term_array = np.asarray(terms, dtype=np.int64)
+        fills = np.asarray(fills, dtype=np.int64)
+        released, total = release_unfit(term_array, fills, epoch, self.weight_epoch, self.cache_cap)
+        self.cache_live -= int(released)
+        self._reserve_cache(int(total))
+        self.cache_used = int(store_cached_zeros(term_array, fills, self.post_start, self.post_node, self.cache_used,
+                                                 self.cache_start, self.cache_len, self.cache_cap, self.cache_node,
+                                                 self.cache_weight, self.term_bound))
+        self.cache_live += int(total)
+        self.weights_recomputed += len(term_array)
 
     def _release_cached(self, term: int) -> None:
         if term < len(self.cache_cap) and self.cache_cap[term]:
@@ -533,7 +539,10 @@ class DocumentNodes:
             nodes.sort()  # a fixed summation order: results do not depend on set iteration
             log_a = self.node_log_a[nodes]
             factor = self.node_factor[nodes]
-            if bin_width is None:
+            bits = log_a.view(np.int64)
+            if bits.min() == bits.max():  # one group (kjm alone, or equal kernels): what np.unique would give
+                values, inverse = log_a[:1].copy(), np.zeros(len(log_a), dtype=np.intp)
+            elif bin_width is None:
                 values, inverse = np.unique(log_a, return_inverse=True)
             else:
                 _, inverse = np.unique(np.floor(log_a / bin_width), return_inverse=True)

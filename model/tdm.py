@@ -56,7 +56,8 @@ from .document_nodes import DocumentNodes, MissingLengthsError
 from .label_model import LabelModel
 from .loops.mixture import COUNTERS, log_mixtures
 from .loops.scoring import any_stale
-from .loops.node_postings import node_posting_ratios
+from .loops.node_postings import node_posting_ratios, nodes_keep_positive
+from .loops.weights import LINEAR, POWER
 from .persistence import ExtraState
 from .smoothing import kernel_smoothing
 from .spec import parse_spec
@@ -222,14 +223,17 @@ class TDM(GenerativeTextModel):
         derived = labels.class_terms(state)
         label_forms, kernel_forms = labels.smoothing.chain.forms, nodes_table.smoothing.chain.forms
         if label_forms is not None and kernel_forms is not None:  # the compiled step: same operations, in place
+            class_a, background = np.exp(derived.log_a), labels.background(state, terms)
+            if self._kernel_keeps_nothing(derived, class_a, background):
+                nodes_table.store_zero_weights(terms, fills, state.epoch)
+                return
             nodes, ratio = np.empty(int(fills.sum()), dtype=np.int32), np.empty(int(fills.sum()))
             node_posting_ratios(terms, nodes_table.post_start, nodes_table.post_fill, nodes_table.post_node,
                                 nodes_table.post_count, nodes_table.node_class, nodes_table.node_factor,
                                 nodes_table.node_length, nodes_table.node_discount, derived.scale, label_forms,
-                                np.array(derived.values, dtype=np.float64), np.exp(derived.log_a),
-                                derived.denominator, labels.background(state, terms), kernel_forms,
-                                np.array(nodes_table.values, dtype=np.float64), float(nodes_table.smoothing.mu),
-                                np.zeros(state.classes.capacity), nodes, ratio)
+                                np.array(derived.values, dtype=np.float64), class_a, derived.denominator,
+                                background, kernel_forms, np.array(nodes_table.values, dtype=np.float64),
+                                float(nodes_table.smoothing.mu), np.zeros(state.classes.capacity), nodes, ratio)
             weights = np.log1p(ratio)
             np.maximum(weights, 0.0, out=weights)  # a fully discounted posting adds nothing
             nodes_table.store_weights(term_list, nodes, weights, fills, state.epoch)
@@ -256,6 +260,37 @@ class TDM(GenerativeTextModel):
         weights = np.log1p(kernel_kept / ((nodes_table.smoothing.mu + nodes_table.node_discount[nodes]) * label_prob))
         np.maximum(weights, 0.0, out=weights)  # a fully discounted posting adds nothing
         nodes_table.store_weights(term_list, nodes, weights, fills, state.epoch)
+
+    def _kernel_keeps_nothing(self, derived, class_a: np.ndarray, background: np.ndarray) -> bool:
+        """Whether every posting weight :func:`model.loops.node_postings.node_posting_ratios` would give is
+        exactly ``+0.0`` (then the compiled step is skipped; ``kdelta=1`` or ``kbeta=1`` tunes into this).
+
+        The kernel's first discount step takes the whole count (``kjm`` with ``kbeta=1``: ``1.0 * c``, ``kpd``
+        with ``kdelta=1``: ``min(c, 1.0 * c**1.0)``, both exactly ``c``) and the later steps, of nothing, add
+        exactly 0 (their numbers finite and >= 0), so ``c - K(c) = +0.0`` for every (positive, finite) posting
+        count. Each ratio is then ``+0.0`` exactly when its denominator ``(kmu + K_i) * p_l(n)`` is positive
+        (or +inf), not 0 or NaN; that is checked from lower bounds (rounding is monotone): ``kmu + K_i > 0``
+        for live nodes, ``p_l(n) >= a_l * p_b(n) > 0`` when the label chain is empty or one ``jm`` step with
+        ``0 <= beta <= 1`` (then ``C - D(C) >= 0``), ``mu + D(l) > 0``, and every ``C(l, n)`` finite (a sum of
+        node factors times ``c_i(n) / |c_i|_1 <= 1``). Anything else: ``False`` (the full computation).
+        """
+        nodes_table = self.nodes
+        forms, values = nodes_table.smoothing.chain.forms, np.array(nodes_table.values, dtype=np.float64)
+        if not len(forms) or forms[0] not in (LINEAR, POWER) or values[0] != 1.0:
+            return False
+        if not (np.isfinite(values).all() and (values >= 0.0).all()):
+            return False
+        label_forms, label_values = self.labels.smoothing.chain.forms, derived.values
+        if len(label_forms) > 1 or (len(label_forms) == 1 and not (label_forms[0] == LINEAR
+                                                                    and 0.0 <= label_values[0] <= 1.0)):
+            return False
+        if not (len(background) and np.isfinite(background).all()):
+            return False
+        low_mass, low_a = nodes_keep_positive(nodes_table.n_nodes, nodes_table.node_alive, nodes_table.node_class,
+                                              nodes_table.node_discount, float(nodes_table.smoothing.mu),
+                                              nodes_table.node_factor, nodes_table.node_length, class_a,
+                                              derived.denominator, float(derived.scale))
+        return low_mass > 0.0 and low_mass * (low_a * float(background.min())) > 0.0
 
     # ------------------------------------------------------------ the kernel
     def _log_posteriors(self, batch: PreparedBatch, active: np.ndarray) -> np.ndarray:

@@ -124,7 +124,7 @@ def log_mixtures(row_start, terms, weights, label_scores, cache_start, cache_len
             for k in range(n_groups_classes):
                 counters[3] += group_sizes[k]
             _node_pass(d, q, lo, hi, terms, weights, label_scores[d], n_known, cache_start, cache_len, cache_node,
-                       cache_weight, node_class, node_log_pi, node_log_a, group_classes, n_nodes_bound, prune,
+                       cache_weight, term_bound, node_class, node_log_pi, node_log_a, group_classes, n_nodes_bound, prune,
                        log_eps_node, acc, peak, total, floor, out, counters)
             continue
         scores = label_scores[d]
@@ -295,16 +295,18 @@ def log_mixtures(row_start, terms, weights, label_scores, cache_start, cache_len
 
 @njit(cache=True, nogil=True)
 def _node_pass(d, q, lo, hi, terms, weights, scores, n_known, cache_start, cache_len, cache_node, cache_weight,
-               node_class, node_log_pi, node_log_a, group_classes, n_nodes, prune, log_eps_node, acc, peak, total,
+               term_bound, node_class, node_log_pi, node_log_a, group_classes, n_nodes, prune, log_eps_node, acc, peak, total,
                threshold, out, counters):  # pragma: no cover - compiled
     """Document ``d`` by the node pass (module docstring): every posting read, ``log S_l`` summed over all nodes.
 
     ``peak``, ``total`` and ``threshold`` are per-class scratch (``peak`` -inf, ``total`` 0, left so).
-    A removed node has ``log pi_i = -inf`` and adds nothing.
+    A removed node has ``log pi_i = -inf`` and adds nothing. A term whose largest weight is 0 (all its weights
+    are +-0: they are >= 0 or NaN, and a NaN makes the bound NaN) is not read: its postings would add
+    ``w * 0 = +-0`` (``w`` finite) to the sums, which changes none of them.
     """
     for p in range(lo, hi):
         t = terms[p]
-        if t < n_known and cache_len[t] > 0:
+        if t < n_known and cache_len[t] > 0 and term_bound[t] != 0.0:
             w = weights[p]
             start = cache_start[t]
             for pp in range(start, start + cache_len[t]):

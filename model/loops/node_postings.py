@@ -1,6 +1,7 @@
 """Compiled loops of TDM's document postings (:class:`model.document_nodes.DocumentNodes`): appending
 to the per-term regions of the posting arena, the lazy posting weights
-(:meth:`model.tdm.TDM._build_document_weights`) and their copy to the weight cache.
+(:meth:`model.tdm.TDM._build_document_weights`) and their copy to the weight cache; for a kernel that
+keeps nothing (all weights +0.0), the guard's per-node checks and the copy of the nodes with zero weights.
 
 Per posting ``(node i, c_i(n))`` of a term ``n``, the ratio whose ``log1p`` is the weight ``v_i(n)``::
 
@@ -65,12 +66,22 @@ def node_posting_ratios(terms, post_start, post_fill, arena_node, arena_count, n
     ``mu + D(l)`` per class id; ``label_sum`` is scratch of one value per class id.
     """
     small_kept = np.full(_SMALL, np.nan)
+    # p_l(n) of the term being read, per class id: computed at the class's first posting (NaN: not yet), the
+    # same operations on the same numbers as per posting, so the same bits, once per (term, label)
+    label_prob = np.full(label_sum.shape[0], np.nan)
+    n_classes = label_sum.shape[0]
     k = 0
     for j in range(terms.shape[0]):
         start = post_start[terms[j]]
         end = start + post_fill[terms[j]]
-        for i in range(start, end):
-            label_sum[node_class[arena_node[i]]] = 0.0
+        if n_classes <= end - start:  # few labels (the usual case): clearing them all is cheaper than a pass
+            label_sum[:] = 0.0
+            label_prob[:] = np.nan
+        else:
+            for i in range(start, end):
+                c = node_class[arena_node[i]]
+                label_sum[c] = 0.0
+                label_prob[c] = np.nan
         for i in range(start, end):
             node = arena_node[i]
             label_sum[node_class[node]] += node_factor[node] * (arena_count[i] / node_length[node])
@@ -78,8 +89,11 @@ def node_posting_ratios(terms, post_start, post_fill, arena_node, arena_count, n
         for i in range(start, end):
             node = arena_node[i]
             c = node_class[node]
-            x = label_sum[c] * scale
-            label_prob = class_a[c] * (pb + (x - chain_discount(label_forms, label_values, x)) / class_denominator[c])
+            prob = label_prob[c]
+            if prob != prob:
+                x = label_sum[c] * scale
+                prob = class_a[c] * (pb + (x - chain_discount(label_forms, label_values, x)) / class_denominator[c])
+                label_prob[c] = prob
             y = arena_count[i]
             if 0.0 <= y < _SMALL and y == np.floor(y):  # the same function of the same numbers: the same bits
                 whole = np.int64(y)
@@ -89,24 +103,111 @@ def node_posting_ratios(terms, post_start, post_fill, arena_node, arena_count, n
             else:
                 kept = y - chain_discount(kernel_forms, kernel_values, y)
             out_node[k] = node
-            ratio[k] = kept / ((kernel_mu + node_discount[node]) * label_prob)
+            ratio[k] = kept / ((kernel_mu + node_discount[node]) * prob)
             k += 1
 
 
 @njit(cache=True, nogil=True)
-def store_cached(starts, fills, nodes, weights, cache_node, cache_weight, bounds):  # pragma: no cover - compiled
-    """Copy the ``k``-th term's run of ``nodes``/``weights`` (the next ``fills[k]``) to ``cache_*[starts[k]:]``
-    and its largest weight to ``bounds[k]`` (0 for an empty run; NaN propagates, as ``np.maximum`` does)."""
-    p = 0
-    for k in range(fills.shape[0]):
-        at = starts[k]
+def release_unfit(terms, fills, epoch, weight_epoch, cache_cap):  # pragma: no cover - compiled
+    """The first step of storing the weights of ``terms`` (distinct) for ``epoch``: mark them computed, release
+    the cached region of every term whose ``fills[k]`` postings do not fit in it (or has none) and size its new
+    one (``fill + fill // 4 + 2``, 0 for none). Returns the released and the needed cells."""
+    released = 0
+    need = 0
+    for k in range(terms.shape[0]):
+        t = terms[k]
+        weight_epoch[t] = epoch
         n = fills[k]
+        if n > 0 and n <= cache_cap[t]:
+            continue
+        released += cache_cap[t]
+        cache_cap[t] = 0
+        if n > 0:
+            need += n + n // 4 + 2
+    return released, need
+
+
+@njit(cache=True, nogil=True)
+def store_cached(terms, fills, nodes, weights, at, cache_start, cache_len, cache_cap, cache_node, cache_weight,
+                 term_bound):  # pragma: no cover - compiled
+    """The second step (after :func:`release_unfit` and making room): the ``k``-th term's run of
+    ``nodes``/``weights`` (the next ``fills[k]``) to its kept region, or a new one from ``at`` on (in term
+    order), its largest weight to ``term_bound`` (0 for an empty run; NaN propagates, as ``np.maximum``
+    does). Returns where the new regions end."""
+    p = 0
+    for k in range(terms.shape[0]):
+        t = terms[k]
+        n = fills[k]
+        if cache_cap[t] == 0:  # released or never held: a new region
+            cap = n + n // 4 + 2 if n > 0 else 0
+            cache_start[t] = at
+            cache_cap[t] = cap
+            at += cap
+        start = cache_start[t]
         bound = weights[p] if n > 0 else 0.0
         for i in range(n):
             w = weights[p + i]
-            cache_node[at + i] = nodes[p + i]
-            cache_weight[at + i] = w
+            cache_node[start + i] = nodes[p + i]
+            cache_weight[start + i] = w
             if w > bound or w != w:
                 bound = w
-        bounds[k] = bound
+        cache_len[t] = n
+        term_bound[t] = bound
         p += n
+    return at
+
+
+@njit(cache=True, nogil=True)
+def store_cached_zeros(terms, fills, post_start, arena_node, at, cache_start, cache_len, cache_cap, cache_node,
+                       cache_weight, term_bound):  # pragma: no cover - compiled
+    """:func:`store_cached` of weights that are all ``+0.0``, the nodes read straight from the posting arena
+    (``post_start``, ``arena_node``; ``fills[k]`` postings of ``terms[k]``, as :func:`node_posting_ratios`
+    lists them)."""
+    for k in range(terms.shape[0]):
+        t = terms[k]
+        n = fills[k]
+        if cache_cap[t] == 0:
+            cap = n + n // 4 + 2 if n > 0 else 0
+            cache_start[t] = at
+            cache_cap[t] = cap
+            at += cap
+        start = cache_start[t]
+        source = post_start[t]
+        for i in range(n):
+            cache_node[start + i] = arena_node[source + i]
+            cache_weight[start + i] = 0.0
+        cache_len[t] = n
+        term_bound[t] = 0.0
+    return at
+
+
+@njit(cache=True, nogil=True)
+def nodes_keep_positive(n, alive, node_class, node_discount, kernel_mu, node_factor, node_length, class_a,
+                        denominator, scale):  # pragma: no cover - compiled
+    """For :meth:`model.tdm.TDM._kernel_keeps_nothing`: over the live nodes, the smallest ``kmu + K_i`` and the
+    smallest ``a_l`` of their labels; ``(-1.0, -1.0)`` when there is none or one breaks a condition (a NaN or
+    infinite number, a negative factor, a length not positive, ``mu + D(l)`` not positive, or factors that
+    could sum to an overflow)."""
+    low_mass = np.inf
+    low_a = np.inf
+    factor_max = 0.0
+    count = 0
+    for i in range(n):
+        if not alive[i]:
+            continue
+        count += 1
+        c = node_class[i]
+        kernel_mass = kernel_mu + node_discount[i]
+        a = class_a[c]
+        f = node_factor[i]
+        length = node_length[i]
+        if not (np.isfinite(kernel_mass) and np.isfinite(a) and np.isfinite(denominator[c]) and denominator[c] > 0.0
+                and np.isfinite(f) and f >= 0.0 and np.isfinite(length) and length > 0.0):
+            return -1.0, -1.0
+        low_mass = min(low_mass, kernel_mass)
+        low_a = min(low_a, a)
+        factor_max = max(factor_max, f)
+    if count == 0 or factor_max * count * scale > 1e300:
+        return -1.0, -1.0
+    return low_mass, low_a
+
