@@ -477,7 +477,7 @@ class GenerativeTextModel(PosteriorPredictions):
 
     def unlearn_one(self, doc: Document | Message | None, labels: Labels | None = None, ts: float | None = None,
                     id: str | None = None) -> bool:
-        """Unlearn a document learned earlier (by ``id``, or by its content).
+        """Unlearn a document learned earlier: by ``id``, or by its content if it was learned without an id.
 
         ``labels``, when given, must be the labels it was learned with, else
         :class:`LearnGuardError` is raised and nothing changes (the spam
