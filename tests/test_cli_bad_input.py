@@ -189,3 +189,43 @@ def test_an_output_file_in_a_missing_folder_is_refused_before_the_work(tmp_path,
     broken.write_text("nope", encoding="utf-8")
     assert main(["ensemble", "--data", str(data), "--base", str(broken), "--out", str(tmp_path / "e.json")]) == 2
     assert capsys.readouterr().err.startswith(f"sgm ensemble: {broken}: not a JSON configuration (")
+
+
+@pytest.mark.parametrize("extra, named", [
+    (["--dev-folds", "5", "--folds", "3"], "--folds applies to --mode prequential or --dev-folds 1, not to --dev-folds 5"),
+    (["--dev-folds", "3", "--dev-fraction", "0.25", "--folds", "4"],  # the default values, given: refused too
+     "--dev-fraction and --folds apply to --mode prequential or --dev-folds 1, not to --dev-folds 3"),
+    (["--mode", "prequential", "--dev-seed", "1"], "--dev-seed applies to --dev-folds 1 or --dev-folds K >= 3, not to "
+                                                   "--mode prequential"),
+    (["--mode", "prequential", "--test-fraction", "0.3", "--split-seed", "2"],
+     "--test-fraction and --split-seed apply to --dev-folds 1 or --dev-folds K >= 3, not to --mode prequential"),
+    (["--shuffle", "0"], "--shuffle applies to --mode prequential, not to --dev-folds 1"),
+    (["--dev-folds", "5", "--delay", "0"], "--delay applies to --mode prequential, not to --dev-folds 5"),
+])
+def test_sgm_ensemble_refuses_an_option_its_protocol_would_ignore(tmp_path, capsys, extra, named):
+    # --folds / --dev-fraction with --dev-folds K were silently ignored (they only shape the one dev partition),
+    # as --dev-seed / --test-fraction / --split-seed on a stream: an operator's typo ends in one line, exit 2
+    data = tmp_path / "toy.jsonl"
+    data.write_text("".join(json.dumps({"id": f"d{i}", "text": f"word{i % 3} shared", "labels": [f"l{i % 2}"]}) + "\n"
+                            for i in range(20)), encoding="utf-8")
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({"model": "u_jm"}), encoding="utf-8")
+    out = tmp_path / "pool.json"
+    assert main(["ensemble", "--data", str(data), "--base", str(base), *extra, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"sgm ensemble: {named} (where ") and "\n" not in err, err
+    assert not out.exists()
+
+
+def test_sgm_ensemble_options_left_out_take_the_documented_defaults():
+    from sgm.consumers.cli import build_parser
+    from sgm.consumers.commands.ensemble import DEFAULTS, protocol_options
+
+    parser = build_parser()
+    tune = parser.parse_args(["tune", "--data", "d", "--model", "u_jm", "--out", "o"])
+    for argv in (["--mode", "prequential"], [], ["--dev-folds", "5"]):
+        args = protocol_options(parser.parse_args(["ensemble", "--data", "d", "--base", "b", "--out", "o", *argv]))
+        assert {name: getattr(args, name) for name in DEFAULTS} == DEFAULTS
+        assert (args.dev_fraction, args.dev_seed) == (tune.dev_fraction, tune.dev_seed)  # sgm tune's dev partition
+    assert DEFAULTS == {"dev_fraction": 0.25, "dev_seed": 0, "folds": 4, "shuffle": None, "delay": 0,
+                        "test_fraction": 0.2, "split_seed": 0}  # as --help says

@@ -229,3 +229,14 @@ def test_a_base_scores_tied_documents_as_its_single_does():
     summary = cross_validate_ensemble(docs, bases, setup, folds=5, seed=1)
     single = development_task(docs, bases[0], setup, dev_folds=5, dev_seed=1).run({})["accuracy"]
     assert summary["dev_bases"][0] == pytest.approx(single, abs=1e-12)
+
+
+def test_each_folds_record_keeps_the_chosen_bias_flag_beside_the_fitted_biases():
+    # the per-fold record spread the chosen variant (its "bias": True / False) and then overwrote "bias" with the
+    # fitted bias vector: a report reading the fold's variant read a list
+    summary = cross_validate_ensemble(toy_docs(), BASES, EvalSetup(mode="split"), folds=3, seed=1)
+    classes = {d.labels[0] for d in toy_docs()}
+    assert len(summary["folds"]) == 3
+    for record in summary["folds"]:
+        assert isinstance(record["bias"], bool) and len(record["bias_vector"]) == len(classes)
+        assert record["bias"] or not any(record["bias_vector"])  # no fitted bias where the variant has none

@@ -75,3 +75,35 @@ def test_sgm_ensemble_then_sgm_eval(tmp_path, capsys):
     assert report["accuracy"] == pytest.approx(evaluate_split(json.loads(out.read_text()), train, test)["accuracy"])
     assert report["config"]["model"] == "ensemble"
     assert sgm(["ensemble", "--data", str(data), "--base", str(tmp_path / "missing.json"), "--out", str(out)]) == 2
+
+
+def test_a_base_scores_tied_documents_as_its_sgm_tune_dev_score_does():
+    # a document whose classes tie (no known term, no prior: theta = 0) goes to the first class learned, in sgm
+    # tune's dev score and in the served pool; the fit broke the tie by the class name. The tie documents come
+    # first, so dev-train teaches their class first; it is last by name, so the two tie rules differ
+    first = max(TOPICS)
+    docs = [LabelledDoc(f"u{i}", f"unseen{i} never{i}", (first,), None, "train") for i in range(24)] + toy_docs()
+    bases = [{"model": "u_jm_ps", "params": {"beta": 0.4, "theta": 0.0}}, BASES[1]]
+    setup = EvalSetup(mode="split")
+    summary = fit_ensemble(docs, bases, setup, folds=3)
+    single = development_task(docs, bases[0], setup).run({})["accuracy"]
+    assert summary["dev_bases"][0] == pytest.approx(single, abs=1e-12)
+
+
+def test_every_pool_fit_runs_blas_on_one_thread(monkeypatch):
+    # the small L-BFGS fits ran 7-11x slower with OpenBLAS's threads on the shared cores (ensemble_cv already ran
+    # them on one thread); here the pool variants' cross-validation and the chosen pool's fit
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from sgm.consumers.evaluation import ensemble_fit
+
+    threads = []
+    real = ensemble_fit.fit_pool
+
+    def counting(*args, **kwargs):
+        threads.extend(info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ensemble_fit, "fit_pool", counting)
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):  # more than one thread outside, whatever the machine
+        ensemble_fit.fit_ensemble(toy_docs(), BASES, EvalSetup(mode="split"), folds=3)
+    assert threads and set(threads) == {1}

@@ -194,3 +194,17 @@ def test_sgm_ensemble_prequential_then_sgm_eval(tmp_path, capsys):
     assert sgm(["ensemble", "--data", str(data), *bases, "--shuffle", "0", "--out", str(out)]) == 2  # split mode
     assert sgm(["ensemble", "--data", str(data), "--mode", "prequential", *bases, "--objective", "micro_f1",
                 "--out", str(out)]) == 2
+
+
+def test_a_base_scores_tied_documents_as_its_own_prequential_accuracy_does():
+    # a document whose classes tie (no known term, no prior: theta = 0) goes to the first class learned, in the
+    # base's own prequential accuracy and in the served pool; the stream fit broke the tie by the class name. The
+    # stream starts with a spam message (learned first, last by name: the two tie rules differ), then ties of spam
+    first = LabelledDoc("first", "cash prize win", ("spam",), None, None)
+    ties = [LabelledDoc(f"u{i}", f"unseen{i} never{i}", ("spam",), None, None) for i in range(12)]
+    rest = spam_stream()
+    order = [first, *[d for pair in zip(rest[:12], ties) for d in pair], *rest[12:]]
+    docs = [LabelledDoc(d.id, d.text, d.labels, float(i), None) for i, d in enumerate(order)]
+    bases = [{"model": "u_jm_ps", "params": {"beta": 0.4, "theta": 0.0}}, BASES[1]]
+    summary = fit_stream_ensemble(docs, bases, SETUP, "accuracy", folds=4)
+    assert summary["dev_bases"][0] == development_task(docs, bases[0], SETUP, "accuracy")({})

@@ -32,6 +32,16 @@ from pathlib import Path
 
 from .outputs import check_output_paths
 
+#: The values of the options that apply only to some protocols, where absent. Their parser defaults are None, so
+#: an option given where it does not apply is refused (one line, exit 2) rather than silently ignored.
+#: ``--dev-fraction`` and ``--dev-seed`` keep ``sgm tune``'s defaults: the dev scores compare like with like.
+DEFAULTS = {"dev_fraction": 0.25, "dev_seed": 0, "folds": 4, "shuffle": None, "delay": 0, "test_fraction": 0.2,
+            "split_seed": 0}
+#: The protocols of ``sgm ensemble`` and the options of :data:`DEFAULTS` each one reads.
+PROTOCOLS = {"--mode prequential": ("dev_fraction", "folds", "shuffle", "delay"),
+             "--dev-folds 1": ("dev_fraction", "dev_seed", "folds", "test_fraction", "split_seed"),
+             "--dev-folds K >= 3": ("dev_seed", "test_fraction", "split_seed")}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .tune import add_dev_partition_arguments
@@ -45,22 +55,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="dev measure (default: accuracy; micro_f1 for multi-label data; roc_auc for a "
                              "two-label stream, prequential only)")
     add_dev_partition_arguments(parser)
+    parser.set_defaults(dev_fraction=None, dev_seed=None)  # DEFAULTS where absent: refused where they do not apply
     parser.add_argument("--dev-folds", type=int, default=1, metavar="K",
                         help="split: K >= 3 scores the pool by K-fold cross-validation over the training side, on "
                              "sgm tune --dev-folds K's folds (seeded by --dev-seed), and writes the pool the same "
                              "procedure fits on the whole training side (its bases chosen there too; issue 19)")
-    parser.add_argument("--folds", type=int, default=4,
-                        help="folds of the out-of-fold posteriors (prequential: consecutive blocks of the dev "
-                             "stream; default 4)")
+    parser.add_argument("--folds", type=int, default=None,
+                        help="--dev-folds 1: folds of the out-of-fold posteriors (prequential: consecutive blocks of "
+                             "the dev stream; default 4)")
     parser.add_argument("--shuffle", type=int, default=None, metavar="SEED",
                         help="prequential: seeded shuffle instead of ts order (as sgm tune / sgm eval)")
-    parser.add_argument("--delay", type=int, default=0, metavar="N",
+    parser.add_argument("--delay", type=int, default=None, metavar="N",
                         help="prequential: learn each label after N more documents are scored (default 0)")
-    parser.add_argument("--test-fraction", type=float, default=0.2,
-                        help="data without a split: seeded random test share (default 0.2)")
-    parser.add_argument("--split-seed", type=int, default=0, help="seed of that random split (default 0)")
+    parser.add_argument("--test-fraction", type=float, default=None,
+                        help="split: data without a split: seeded random test share (default 0.2)")
+    parser.add_argument("--split-seed", type=int, default=None, help="split: seed of that random split (default 0)")
     parser.add_argument("--out", required=True, metavar="CONFIG", help="write the ensemble's configuration here")
     parser.add_argument("--json", default=None, metavar="REPORT", help="write the fit's report as JSON")
+
+
+def protocol_options(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with :data:`DEFAULTS` for the absent protocol options; ValueError naming those given where the
+    protocol does not read them (``--folds`` with ``--dev-folds 5``, ``--dev-seed`` on a stream, ...)."""
+    protocol = ("--mode prequential" if args.mode == "prequential" else
+                "--dev-folds 1" if args.dev_folds == 1 else "--dev-folds K >= 3")
+    given = [name for name in DEFAULTS if getattr(args, name) is not None and name not in PROTOCOLS[protocol]]
+    if given:
+        readers = [p for p, names in PROTOCOLS.items() if all(n in names for n in given)]
+        here = "--mode prequential" if args.mode == "prequential" else f"--dev-folds {args.dev_folds}"
+        raise ValueError(f"{' and '.join('--' + n.replace('_', '-') for n in given)} "
+                         f"{'apply' if len(given) > 1 else 'applies'} to {' or '.join(readers) or 'other protocols'}"
+                         f", not to {here} (where {'they are' if len(given) > 1 else 'it is'} not read)")
+    return argparse.Namespace(**{**vars(args), **{n: v for n, v in DEFAULTS.items() if getattr(args, n) is None}})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,6 +100,9 @@ def run(args: argparse.Namespace) -> int:
         if args.dev_folds < 1:
             raise ValueError(f"--dev-folds {args.dev_folds}: K is at least 1 (1: one dev partition; split: K >= 3 "
                              "cross-validates the pool)")
+        if args.mode == "prequential" and args.dev_folds > 1:
+            raise ValueError("--dev-folds applies to --mode split")
+        args = protocol_options(args)
         configs = []
         for path in args.base:
             try:
@@ -86,13 +115,9 @@ def run(args: argparse.Namespace) -> int:
         docs = load_examples(args.data)
         say = lambda message: print(message, file=sys.stderr)  # noqa: E731
         if args.mode == "prequential":
-            if args.dev_folds > 1:
-                raise ValueError("--dev-folds applies to --mode split")
             setup = EvalSetup(mode="prequential", delay=args.delay, shuffle_seed=args.shuffle)
             summary = fit_stream_ensemble(docs, configs, setup, args.objective, args.dev_fraction, args.folds, log=say)
         else:
-            if args.shuffle is not None or args.delay:
-                raise ValueError("--shuffle and --delay apply to --mode prequential")
             if args.objective == "roc_auc":
                 raise ValueError("--objective roc_auc applies to --mode prequential")
             setup = EvalSetup(mode="split", test_fraction=args.test_fraction, split_seed=args.split_seed)

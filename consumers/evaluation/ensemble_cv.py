@@ -184,7 +184,8 @@ def cross_validate_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, 
             subset, fitted, chosen, _ = choose_pool(inner[k][:, fit], lengths[fit], truth[fit], classes,
                                                     [train[i] for i in fit], objective, log=say)
         pooled[held] = fitted.log_posteriors(outer[subset][:, held], lengths[held])
-        per_fold.append({**chosen, "weights": fitted.weights.tolist(), "bias": fitted.bias.tolist(),
+        # the fitted per-class biases as "bias_vector": "bias" is the chosen variant's flag, as in "chosen"
+        per_fold.append({**chosen, "weights": fitted.weights.tolist(), "bias_vector": fitted.bias.tolist(),
                          "held_score": score_of(pooled[held], classes, [train[i] for i in held], objective)})
     cv_score = score_of(pooled, classes, train, objective)
     base_scores = [score_of(lp, classes, train, objective) for lp in outer]

@@ -184,14 +184,18 @@ def fit_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, Any]], setu
     if len(modes) != 1:
         raise ValueError("the base configurations must share one multilabel mode")
     powerset = modes == {"powerset"}
-    classes = sorted({tuple(sorted(set(d.labels))) if powerset else d.labels[0] for d in train}, key=str)
     if multi and not powerset:
         raise ValueError("multi-label data: the ensemble pools label-powerset bases (one class per label set)")
+    class_of = (lambda d: tuple(sorted(set(d.labels)))) if powerset else (lambda d: d.labels[0])  # noqa: E731
+    fit_index, held_index = random_partition(list(range(len(train))), dev_fraction, dev_seed)
+    # in the order dev-train teaches them (then dev-test's others), not by name: an arg-max tie (no known term, no
+    # prior) goes to the first column, the class learned first, as each base's sgm tune dev score and the served
+    # pool break it (ensemble_cv does the same)
+    classes = list(dict.fromkeys(class_of(train[i]) for i in [*fit_index, *held_index]))
     column = {c: i for i, c in enumerate(classes)}
     runs = BaseRuns(configs, train, read_as(train, uses_mail(train, setup.mail)), classes)
-    fit_index, held_index = random_partition(list(range(len(train))), dev_fraction, dev_seed)
     dev_train = [train[i] for i in fit_index]
-    truth = np.array([column[tuple(sorted(set(d.labels))) if powerset else d.labels[0]] for d in dev_train])
+    truth = np.array([column[class_of(d)] for d in dev_train])
     lengths_of = Ensemble([build_model(configs[0])], [1.0]).lengths  # the length meta-feature, as the model reads it
 
     say(f"out-of-fold posteriors of {len(configs)} bases over dev-train ({len(fit_index)} documents, {folds} folds)")
@@ -205,7 +209,8 @@ def fit_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, Any]], setu
         variants.append({"meta": False, "bias": False, "reg": None, "base": j, "cv": value})
         say(f"  base {j} alone: out-of-fold {objective} {value:.4f}")
     for variant in VARIANTS:
-        value = cross_validated(oof, oof_lengths, truth, classes, dev_train, objective, variant)
+        with one_blas_thread():  # small L-BFGS fits: 7-11x slower with OpenBLAS's threads on shared cores
+            value = cross_validated(oof, oof_lengths, truth, classes, dev_train, objective, variant)
         variants.append({"meta": variant[0], "bias": variant[1], "reg": variant[2], "cv": value})
         say(f"  pool meta={variant[0]} bias={variant[1]} reg={variant[2]:g}: cross-validated {objective} {value:.4f}")
     chosen = max(variants, key=lambda v: v["cv"])  # the first of ties: single bases, then the simplest pools
@@ -214,7 +219,8 @@ def fit_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, Any]], setu
         weights[chosen["base"], 0] = 1.0
         fitted = Pool(False, weights, np.zeros(len(classes)))
     else:
-        fitted = fit_pool(oof, oof_lengths, truth, chosen["meta"], chosen["bias"], chosen["reg"])
+        with one_blas_thread():
+            fitted = fit_pool(oof, oof_lengths, truth, chosen["meta"], chosen["bias"], chosen["reg"])
 
     say(f"dev score: bases fitted on dev-train score dev-test ({len(held_index)} documents)")
     dev_test = [train[i] for i in held_index]

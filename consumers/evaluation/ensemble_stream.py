@@ -77,7 +77,9 @@ def prequential_passes(configs: Sequence[Mapping[str, Any]], stream: Sequence, d
     """Each base replays ``stream`` (labelled documents; ``documents``: as the models read them) test-then-train
     as ``harness.evaluate_prequential`` does (one document scored at a time, a label learned ``delay`` documents
     later), keeping every document's log posteriors."""
-    classes = sorted({label for d in stream for label in d.labels}, key=str)
+    # in the order the stream teaches them, not by name: an arg-max tie goes to the first column, the class learned
+    # first, as each base's own prequential accuracy and the served pool break it
+    classes = list(dict.fromkeys(label for d in stream for label in d.labels))
     column = {c: i for i, c in enumerate(classes)}
     n = len(stream)
     out = np.full((len(configs), n, len(classes)), -np.inf)
@@ -278,7 +280,7 @@ def fit_stream_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, Any]
     dev = stream[: max(2, round(len(stream) * dev_fraction))]  # the dev stream sgm tune --mode prequential reads
     if is_multilabel(dev):
         raise ValueError("the stream fit pools single-label streams")
-    classes = sorted({d.labels[0] for d in dev}, key=str)
+    classes = list(dict.fromkeys(d.labels[0] for d in dev))
     if objective is None:
         objective = "roc_auc" if len(classes) == 2 else "accuracy"
     if objective not in OBJECTIVES:
