@@ -115,24 +115,6 @@ def test_the_one_base_bias_ensemble_scores_as_the_formula():
     assert np.allclose(pooled, expected, atol=1e-9)
 
 
-def test_sgm_ensemble_dev_folds_writes_the_cross_validated_pool(tmp_path, capsys):
-    data = tmp_path / "toy.jsonl"
-    data.write_text("".join(json.dumps({"id": d.id, "text": d.text, "labels": list(d.labels), "split": d.split}) + "\n"
-                            for d in toy_docs()), encoding="utf-8")
-    bases = []
-    for i, config in enumerate(BASES):
-        path = tmp_path / f"b{i}.json"
-        path.write_text(json.dumps(config), encoding="utf-8")
-        bases += ["--base", str(path)]
-    out, report = tmp_path / "pool.json", tmp_path / "fit.json"
-    assert sgm(["ensemble", "--data", str(data), *bases, "--dev-folds", "5", "--dev-seed", "1", "--out", str(out),
-                "--json", str(report)]) == 0
-    summary = json.loads(report.read_text(encoding="utf-8"))
-    assert summary["dev"]["folds"] == 5 and len(summary["folds"]) == 5
-    assert json.loads(out.read_text(encoding="utf-8")) == summary["tuned_config"]
-    assert "cross-validated" in capsys.readouterr().out
-
-
 def toy_files(tmp_path) -> tuple[str, list[str]]:
     """The toy data and the two bases as files: (data path, the --base arguments)."""
     data = tmp_path / "toy.jsonl"
@@ -144,6 +126,17 @@ def toy_files(tmp_path) -> tuple[str, list[str]]:
         path.write_text(json.dumps(config), encoding="utf-8")
         bases += ["--base", str(path)]
     return str(data), bases
+
+
+def test_sgm_ensemble_dev_folds_writes_the_cross_validated_pool(tmp_path, capsys):
+    data, bases = toy_files(tmp_path)
+    out, report = tmp_path / "pool.json", tmp_path / "fit.json"
+    assert sgm(["ensemble", "--data", data, *bases, "--dev-folds", "5", "--dev-seed", "1", "--out", str(out),
+                "--json", str(report)]) == 0
+    summary = json.loads(report.read_text(encoding="utf-8"))
+    assert summary["dev"]["folds"] == 5 and len(summary["folds"]) == 5
+    assert json.loads(out.read_text(encoding="utf-8")) == summary["tuned_config"]
+    assert "cross-validated" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("extra", [["--dev-folds", "2"], ["--dev-folds", "0"], ["--dev-folds", "-3"],
