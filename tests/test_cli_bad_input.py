@@ -221,11 +221,31 @@ def test_sgm_ensemble_options_left_out_take_the_documented_defaults():
     from sgm.consumers.cli import build_parser
     from sgm.consumers.commands.ensemble import DEFAULTS, protocol_options
 
+    from sgm.consumers.commands.tune import dev_partition_options
+
     parser = build_parser()
-    tune = parser.parse_args(["tune", "--data", "d", "--model", "u_jm", "--out", "o"])
+    tune = dev_partition_options(parser.parse_args(["tune", "--data", "d", "--model", "u_jm", "--out", "o"]), "split")
     for argv in (["--mode", "prequential"], [], ["--dev-folds", "5"]):
         args = protocol_options(parser.parse_args(["ensemble", "--data", "d", "--base", "b", "--out", "o", *argv]))
         assert {name: getattr(args, name) for name in DEFAULTS} == DEFAULTS
         assert (args.dev_fraction, args.dev_seed) == (tune.dev_fraction, tune.dev_seed)  # sgm tune's dev partition
     assert DEFAULTS == {"dev_fraction": 0.25, "dev_seed": 0, "folds": 4, "shuffle": None, "delay": 0,
                         "test_fraction": 0.2, "split_seed": 0}  # as --help says
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--mode", "split", "--dev-folds", "3", "--dev-fraction", "0.25"], "--dev-fraction applies to one dev partition"),
+    (["--mode", "prequential", "--dev-seed", "0"], "--dev-seed applies to --mode split"),
+])
+def test_sgm_tune_refuses_a_dev_option_its_protocol_does_not_read(tmp_path, capsys, argv, named):
+    # --dev-fraction with --dev-folds K and --dev-seed on a stream were silently ignored (and written into the
+    # report as if used): an operator's typo ends in one line, exit 2, before any search
+    data = tmp_path / "toy.jsonl"
+    data.write_text("".join(json.dumps({"id": f"d{i}", "text": f"word{i % 3} other", "labels": [f"l{i % 2}"],
+                                        "ts": float(i)}) + "\n" for i in range(30)), encoding="utf-8")
+    out = tmp_path / "tuned.json"
+    assert main(["tune", "--data", str(data), "--model", "u_jm", "--iters", "0", "--points", "1",
+                 "--out", str(out), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"sgm tune: {named}") and "\n" not in err, err
+    assert not out.exists()

@@ -55,7 +55,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="dev measure (default: accuracy; micro_f1 for multi-label data; roc_auc for a "
                              "two-label stream, prequential only)")
     add_dev_partition_arguments(parser)
-    parser.set_defaults(dev_fraction=None, dev_seed=None)  # DEFAULTS where absent: refused where they do not apply
     parser.add_argument("--dev-folds", type=int, default=1, metavar="K",
                         help="split: K >= 3 scores the pool by K-fold cross-validation over the training side, on "
                              "sgm tune --dev-folds K's folds (seeded by --dev-seed), and writes the pool the same "

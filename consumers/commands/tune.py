@@ -44,12 +44,27 @@ from .eval import MEASURES, TWO_LABEL_MEASURES, add_data_arguments, config_from_
 from .outputs import check_output_paths
 
 
+#: The development partition's defaults, where the options are absent (``sgm ensemble`` has the same).
+DEV_DEFAULTS = {"dev_fraction": 0.25, "dev_seed": 0}
+
+
 def add_dev_partition_arguments(group) -> None:
     """The development partition, shared with ``sgm ensemble``: the same flags and defaults make their dev
-    scores comparable."""
-    group.add_argument("--dev-fraction", type=float, default=0.25,
+    scores comparable. Parsed as None where absent, so that a command can refuse one its protocol does not read."""
+    group.add_argument("--dev-fraction", type=float, default=None,
                        help="dev-test share of the training data, or dev share of the stream (default 0.25)")
-    group.add_argument("--dev-seed", type=int, default=0, help="seed of the dev partition (default 0)")
+    group.add_argument("--dev-seed", type=int, default=None, help="seed of the dev partition (split; default 0)")
+
+
+def dev_partition_options(args: argparse.Namespace, mode: str) -> argparse.Namespace:
+    """``args`` with :data:`DEV_DEFAULTS` where absent; ValueError where one is given that ``mode`` and
+    ``--dev-folds`` do not read (an operator's typo would otherwise be ignored without a word)."""
+    if args.dev_folds > 1 and args.dev_fraction is not None:
+        raise ValueError(f"--dev-fraction applies to one dev partition (--dev-folds 1) or a stream, not to "
+                         f"--dev-folds {args.dev_folds} (each fold is held out once)")
+    if mode == "prequential" and args.dev_seed is not None:
+        raise ValueError("--dev-seed applies to --mode split (a stream's dev part is its first --dev-fraction)")
+    return argparse.Namespace(**{**vars(args), **{n: v for n, v in DEV_DEFAULTS.items() if getattr(args, n) is None}})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -112,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         spec = parse_spec(config["model"])
         docs = load_examples(args.data, limit=args.limit)
         setup = setup_from_args(args, docs)
+        args = dev_partition_options(args, setup.mode)
         mail = uses_mail(docs, setup.mail)
         free = sorted(spec.free_params)
         tunable = free + (list(TUNABLE_MAIL_PARAMS) if mail else [])
