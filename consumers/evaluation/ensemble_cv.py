@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from sgm.consumers.evaluation.documents import documents as read_as, uses_mail
-from sgm.consumers.evaluation.ensemble_fit import (VARIANTS, BaseRuns, Pool, fit_pool, one_blas_thread, score_of,
+from sgm.consumers.evaluation.ensemble_fit import (VARIANTS, BaseRuns, Pool, fit_pool, score_of,
                                                    training_side)
 from sgm.consumers.evaluation.harness import EvalSetup, cross_validation_folds, is_multilabel, prepare_config
 from sgm.model import Ensemble, build_model, model_config
@@ -180,9 +180,8 @@ def cross_validate_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, 
     per_fold = []
     for k, (fit, held) in enumerate(parts):
         say(f"fold {k}: pool chosen on the other folds ({len(fit)} documents)")
-        with one_blas_thread():  # small L-BFGS fits: 7-11x slower with OpenBLAS's threads on shared cores
-            subset, fitted, chosen, _ = choose_pool(inner[k][:, fit], lengths[fit], truth[fit], classes,
-                                                    [train[i] for i in fit], objective, log=say)
+        subset, fitted, chosen, _ = choose_pool(inner[k][:, fit], lengths[fit], truth[fit], classes,
+                                                [train[i] for i in fit], objective, log=say)
         pooled[held] = fitted.log_posteriors(outer[subset][:, held], lengths[held])
         # the fitted per-class biases as "bias_vector": "bias" is the chosen variant's flag, as in "chosen"
         per_fold.append({**chosen, "weights": fitted.weights.tolist(), "bias_vector": fitted.bias.tolist(),
@@ -194,8 +193,7 @@ def cross_validate_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, 
     say(f"cross-validated {objective}: pool {cv_score:.4f}, bases {[round(s, 4) for s in base_scores]}")
 
     say("the pool on the whole training side (its out-of-fold posteriors: the folds above)")
-    with one_blas_thread():
-        subset, fitted, chosen, tried = choose_pool(outer, lengths, truth, classes, train, objective, log=say)
+    subset, fitted, chosen, tried = choose_pool(outer, lengths, truth, classes, train, objective, log=say)
     bias = {(str(c)): float(b) for c, b in zip(classes, fitted.bias) if b}
     ensemble = Ensemble([build_model(configs[j]) for j in subset], fitted.weights, bias, meta=fitted.meta)
     return {

@@ -104,7 +104,8 @@ def fit_pool(log_posts: np.ndarray, lengths: np.ndarray, truth: np.ndarray, meta
         return value, np.concatenate(grads)
 
     theta = np.concatenate([start.ravel(), np.zeros(n_classes if with_bias else 0)])
-    result = minimize(loss, theta, jac=True, method="L-BFGS-B", options={"maxiter": 500})
+    with one_blas_thread():  # a small problem: 7-11x slower with OpenBLAS's threads on shared cores
+        result = minimize(loss, theta, jac=True, method="L-BFGS-B", options={"maxiter": 500})
     v, b = unpack(result.x)
     return Pool(meta, v, np.array(b, dtype=np.float64))
 
@@ -209,8 +210,7 @@ def fit_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, Any]], setu
         variants.append({"meta": False, "bias": False, "reg": None, "base": j, "cv": value})
         say(f"  base {j} alone: out-of-fold {objective} {value:.4f}")
     for variant in VARIANTS:
-        with one_blas_thread():  # small L-BFGS fits: 7-11x slower with OpenBLAS's threads on shared cores
-            value = cross_validated(oof, oof_lengths, truth, classes, dev_train, objective, variant)
+        value = cross_validated(oof, oof_lengths, truth, classes, dev_train, objective, variant)
         variants.append({"meta": variant[0], "bias": variant[1], "reg": variant[2], "cv": value})
         say(f"  pool meta={variant[0]} bias={variant[1]} reg={variant[2]:g}: cross-validated {objective} {value:.4f}")
     chosen = max(variants, key=lambda v: v["cv"])  # the first of ties: single bases, then the simplest pools
@@ -219,8 +219,7 @@ def fit_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, Any]], setu
         weights[chosen["base"], 0] = 1.0
         fitted = Pool(False, weights, np.zeros(len(classes)))
     else:
-        with one_blas_thread():
-            fitted = fit_pool(oof, oof_lengths, truth, chosen["meta"], chosen["bias"], chosen["reg"])
+        fitted = fit_pool(oof, oof_lengths, truth, chosen["meta"], chosen["bias"], chosen["reg"])
 
     say(f"dev score: bases fitted on dev-train score dev-test ({len(held_index)} documents)")
     dev_test = [train[i] for i in held_index]

@@ -41,7 +41,7 @@ import numpy as np
 
 from sgm.consumers.evaluation import measures as metrics
 from sgm.consumers.evaluation.documents import documents as read_as, uses_mail
-from sgm.consumers.evaluation.ensemble_fit import VARIANTS, Pool, fit_pool, one_blas_thread
+from sgm.consumers.evaluation.ensemble_fit import VARIANTS, Pool, fit_pool
 from sgm.consumers.evaluation.harness import (EvalSetup, is_multilabel, labelled, positive_label, positive_log_odds,
                                               prepare_config, stream_order)
 from sgm.model import Ensemble, build_model, model_config
@@ -204,13 +204,6 @@ def choose_pool(passes: StreamPasses, lengths: np.ndarray, labels: Sequence, obj
     keep the best enlarged subset only if its dev score beats the current one's, else stop. A base costs its
     learning and scoring on every message served, so a larger pool has to earn its place on dev.
     """
-    with one_blas_thread():
-        return forward_selection(passes, lengths, labels, objective, folds, say)
-
-
-def forward_selection(passes: StreamPasses, lengths: np.ndarray, labels: Sequence, objective: str, folds: int,
-                      say) -> PoolChoice:
-    """:func:`choose_pool`'s work (there with BLAS on one thread)."""
     column = {c: i for i, c in enumerate(passes.classes)}
     rows = np.flatnonzero(passes.scored)
     truth = np.array([column[labels[i]] for i in rows])
