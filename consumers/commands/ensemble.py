@@ -30,12 +30,13 @@ import json
 import sys
 from pathlib import Path
 
+from .dev_partition import DEV_DEFAULTS, add_dev_partition_arguments, with_defaults
 from .outputs import check_output_paths
 
 #: The values of the options that apply only to some protocols, where absent. Their parser defaults are None, so
 #: an option given where it does not apply is refused (one line, exit 2) rather than silently ignored.
 #: ``--dev-fraction`` and ``--dev-seed`` keep ``sgm tune``'s defaults: the dev scores compare like with like.
-DEFAULTS = {"dev_fraction": 0.25, "dev_seed": 0, "folds": 4, "shuffle": None, "delay": 0, "test_fraction": 0.2,
+DEFAULTS = {**DEV_DEFAULTS, "folds": 4, "shuffle": None, "delay": 0, "test_fraction": 0.2,
             "split_seed": 0}
 #: The protocols of ``sgm ensemble`` and the options of :data:`DEFAULTS` each one reads.
 PROTOCOLS = {"--mode prequential": ("dev_fraction", "folds", "shuffle", "delay"),
@@ -44,8 +45,6 @@ PROTOCOLS = {"--mode prequential": ("dev_fraction", "folds", "shuffle", "delay")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .tune import add_dev_partition_arguments
-
     parser.add_argument("--data", required=True, help="dataset file or shared dataset name (r8, ...)")
     parser.add_argument("--mode", choices=("split", "prequential"), default="split",
                         help="the protocol: split (default) or prequential (fit on the stream's dev prefix)")
@@ -85,7 +84,7 @@ def protocol_options(args: argparse.Namespace) -> argparse.Namespace:
         raise ValueError(f"{' and '.join('--' + n.replace('_', '-') for n in given)} "
                          f"{'apply' if len(given) > 1 else 'applies'} to {' or '.join(readers) or 'other protocols'}"
                          f", not to {here} (where {'they are' if len(given) > 1 else 'it is'} not read)")
-    return argparse.Namespace(**{**vars(args), **{n: v for n, v in DEFAULTS.items() if getattr(args, n) is None}})
+    return with_defaults(args, DEFAULTS)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -41,19 +41,8 @@ from sgm.model.mail import MailOptions
 from sgm.model.spec import PARAMS, SpecError, parse_spec
 
 from .eval import MEASURES, TWO_LABEL_MEASURES, add_data_arguments, config_from_args, format_summary, setup_from_args
+from .dev_partition import DEV_DEFAULTS, add_dev_partition_arguments, with_defaults
 from .outputs import check_output_paths
-
-
-#: The development partition's defaults, where the options are absent (``sgm ensemble`` has the same).
-DEV_DEFAULTS = {"dev_fraction": 0.25, "dev_seed": 0}
-
-
-def add_dev_partition_arguments(group) -> None:
-    """The development partition, shared with ``sgm ensemble``: the same flags and defaults make their dev
-    scores comparable. Parsed as None where absent, so that a command can refuse one its protocol does not read."""
-    group.add_argument("--dev-fraction", type=float, default=None,
-                       help="dev-test share of the training data, or dev share of the stream (default 0.25)")
-    group.add_argument("--dev-seed", type=int, default=None, help="seed of the dev partition (split; default 0)")
 
 
 def dev_partition_options(args: argparse.Namespace, mode: str) -> argparse.Namespace:
@@ -64,7 +53,7 @@ def dev_partition_options(args: argparse.Namespace, mode: str) -> argparse.Names
                          f"--dev-folds {args.dev_folds} (each fold is held out once)")
     if mode == "prequential" and args.dev_seed is not None:
         raise ValueError("--dev-seed applies to --mode split (a stream's dev part is its first --dev-fraction)")
-    return argparse.Namespace(**{**vars(args), **{n: v for n, v in DEV_DEFAULTS.items() if getattr(args, n) is None}})
+    return with_defaults(args, DEV_DEFAULTS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
