@@ -1,6 +1,7 @@
 """Helpers for service tests: run a Service in a thread, feed events, read outputs and dead letters."""
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 
 from sgm.consumers.config import ServiceConfig
 from sgm.consumers.service import Service
+from sgm.consumers.service.kernels import prepare_kernels
 from sgm.model import LearnGuardError, build_model
 from sgm.stream.records import Op, parse_dead_letter, parse_output, parse_train
 from sgm.stream.kafka import Client, TopicPartition
@@ -28,8 +30,34 @@ class Running:
             raise self.errors[0]
 
 
+#: Model configurations whose kernels this test process has compiled or loaded (see compile_kernels_for).
+_KERNELS_READY: set[str] = set()
+
+
+def compile_kernels_for(config: ServiceConfig) -> None:
+    """Compile (or load from numba's cache) the kernels of ``config``'s model, once per test process.
+
+    Done before a service starts, so that the tests' timed waits ("17 documents scored within 30 s") time the
+    service and not numba: on a fresh checkout (CI) the first scoring batch compiled for 30+ s, two xdist
+    workers compiling at once on 2 cores. A configuration the service will refuse is left for the service
+    to refuse (its error is what those tests check).
+    """
+    try:
+        model_config = config.model_config()
+        key = json.dumps(model_config, sort_keys=True, default=str)
+        if key not in _KERNELS_READY:
+            prepare_kernels(model_config, many_labels=False)
+            _KERNELS_READY.add(key)
+    except Exception:  # noqa: BLE001 - see the docstring: the service reports a bad configuration itself
+        return
+
+
 def start_service(config: ServiceConfig, client: Client) -> Running:
-    """Start a Service in a thread; its start() creates the topics before anything is produced."""
+    """Start a Service in a thread; its start() creates the topics before anything is produced.
+
+    The model's kernels are compiled first (:func:`compile_kernels_for`), outside the callers' timed waits.
+    """
+    compile_kernels_for(config)
     service = Service(config, client=client)
     stop = threading.Event()
     running = Running(service, stop, None)  # type: ignore[arg-type]
