@@ -43,7 +43,7 @@ from .base import POWERSET_SEPARATOR, GenerativeTextModel, PosteriorPredictions
 from .factory import build_model, model_config, register_family
 from .mail import MailExtraction, Message
 from .persistence import COMPOSITE_FORMAT, SnapshotError, loads
-from .text import Tokenizer
+from .text import Tokenizer, words_of_tokens
 
 #: Default floor of a base's log posterior in the pool.
 FLOOR = -50.0
@@ -289,16 +289,34 @@ class Ensemble(PosteriorPredictions):
         return classes, np.maximum(np.nan_to_num(out, nan=self.floor, neginf=self.floor), self.floor)
 
     def lengths(self, docs: Sequence) -> np.ndarray:
-        """The length meta-feature's input: word tokens of a text, the count sum of a mapping or message."""
+        """The length meta-feature's input: word tokens of a text, the count sum of a mapping or message.
+
+        A text just scored alone is not tokenized again: its word count is read from a base's remembered
+        token pass (:meth:`model.lexicon.TermLexicon.remembered_token_count`; a base that splits words as
+        ``Tokenizer()`` does, with any n-grams), the same whole number.
+        """
         out = []
+        counters = self._word_counters() if len(docs) == 1 else []
         for doc in docs:
             if isinstance(doc, str):
-                out.append(len(_WORDS.tokens(doc)))
+                for base in counters:
+                    tokens = base.term_lexicon().remembered_token_count(doc, base.tokenizer)
+                    if tokens is not None:
+                        out.append(words_of_tokens(tokens, base.tokenizer.ngrams))
+                        break
+                else:
+                    out.append(len(_WORDS.tokens(doc)))
             elif isinstance(doc, Message):
                 out.append(sum(self.bases[0].read_message(doc).terms.values()))
             else:
                 out.append(sum(doc.values()))
         return np.asarray(out, dtype=np.float64)
+
+    def _word_counters(self) -> list:
+        """The bases whose tokens give the word count of :data:`_WORDS` (same words, any n-grams, counts)."""
+        return [base for base in self.bases if not base.tokenizer.binary
+                and (base.tokenizer.lowercase, base.tokenizer.max_token_length) == (_WORDS.lowercase,
+                                                                                    _WORDS.max_token_length)]
 
     def predict_log_proba_many(self, docs: Iterable) -> tuple[list, np.ndarray]:
         """Log posteriors of the pool: ``(classes, array (docs, classes))``."""
