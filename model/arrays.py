@@ -25,6 +25,26 @@ def grow(array: np.ndarray, size: int) -> np.ndarray:
     return bigger
 
 
+def distinct_sorted(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` of an integer array (its distinct values, ascending, same dtype), by a sort and a mask.
+
+    The same array as ``np.unique``, which in numpy 2.x hashes integers before sorting them: ~60 us for 600
+    term ids against ~7 us here, and 18x at 200,000 (on the per-document paths of learning and scoring).
+
+    >>> distinct_sorted(np.array([5, 3, 5, -1, 3])).tolist()
+    [-1, 3, 5]
+    """
+    if values.dtype.kind not in "iu":
+        raise TypeError(f"distinct_sorted takes integers, got {values.dtype}")
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
 def _two_sum_into(hi: np.ndarray, lo: np.ndarray, index, values) -> None:
     """``hi[index] += values`` keeping the exact rounding error in ``lo`` (Knuth's TwoSum).
 

@@ -370,7 +370,7 @@ class GenerativeTextModel(PosteriorPredictions):
                     return False
                 state.remove_document(doc_id)  # before interning: it may release terms of its own
             added: list[int] = []
-            _, terms, raw = self._term_lexicon().learn_terms(
+            _, terms, raw = self.term_lexicon().learn_terms(
                 [doc], self.tokenizer, lambda blob, bounds: state.intern_encoded(blob, bounds, added))
             if state.add_document(doc_id, classes, terms, raw, _ts(ts), self._training_weigher()) is None and added:
                 with state.holding_term_ids() as held:  # too old to weigh anything: its new terms leave again
@@ -459,7 +459,7 @@ class GenerativeTextModel(PosteriorPredictions):
         the terms are strings. New terms are type-checked when interned.
         """
         if docs and with_ids and all(type(doc) is str for doc in docs):
-            owner, ids, counts = self._term_lexicon().learn_terms(docs, self.tokenizer,
+            owner, ids, counts = self.term_lexicon().learn_terms(docs, self.tokenizer,
                                                                   lambda blob, bounds: self.state.intern_encoded(blob, bounds, added))
             return None, ids, counts, np.bincount(owner, minlength=len(docs))
         terms, counts, lengths = batch_term_counts(docs, self.tokenizer, check_terms=False)
@@ -563,7 +563,7 @@ class GenerativeTextModel(PosteriorPredictions):
         """The family's score caches (posting weights and the like) for :meth:`cache_bytes`."""
         return []
 
-    def _term_lexicon(self) -> TermLexicon:
+    def term_lexicon(self) -> TermLexicon:
         """The compiled lookup table of the vocabulary (built on first use, then kept in step)."""
         if self._lexicon is None or self._lexicon.interner is not self.state.terms:
             self._lexicon = TermLexicon(self.state.terms)
@@ -626,7 +626,7 @@ class GenerativeTextModel(PosteriorPredictions):
         kind = self.spec.weighting
         if kind is None and docs and set(map(type, docs)) == {str}:
             # Text with raw counts: only known terms matter; tokens are looked up in compiled code.
-            owner, terms, raw = self._term_lexicon().known_terms(docs, self.tokenizer, state.arena.length)  # seen terms
+            owner, terms, raw = self.term_lexicon().known_terms(docs, self.tokenizer, state.arena.length)  # seen terms
             return PreparedBatch(terms, raw, owner, len(docs))
         all_keys, raw, lengths = batch_term_counts(docs, self.tokenizer)
         n_docs = len(lengths)

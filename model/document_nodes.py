@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .arrays import grow
+from .arrays import distinct_sorted, grow
 from .loops.node_postings import append_runs, release_unfit, store_cached, store_cached_zeros
 from .smoothing import Smoothing, log_smoothing_weight
 from .state import CountState, DocRecord
@@ -444,7 +444,7 @@ class DocumentNodes:
     def _release_cached_many(self, terms: np.ndarray) -> None:
         """:meth:`_release_cached` of every term of ``terms`` (repeats allowed), in a few array operations."""
         inside = terms[terms < len(self.cache_cap)]
-        held = np.unique(inside[self.cache_cap[inside] != 0])
+        held = distinct_sorted(inside[self.cache_cap[inside] != 0])
         if len(held):
             self.cache_live -= int(self.cache_cap[held].sum())
             self.cache_len[held] = self.cache_cap[held] = 0

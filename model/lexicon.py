@@ -601,6 +601,29 @@ class TermLexicon:
             self._file_fresh(new_ids, text, np.ascontiguousarray(unknown[:, 1]))
         return owner, terms, counts
 
+    def remembered_token_count(self, text: str, tokenizer: Tokenizer) -> int | None:
+        """Tokens (with repeats: ``len(tokenizer.tokens(text))``) of the pass :meth:`known_terms` remembered for
+        this same ``text`` object, or ``None`` when it holds none (it stays remembered for the learn that follows).
+
+        A pool reads its length meta-feature here (:meth:`model.ensemble.Ensemble.lengths`) instead of
+        tokenizing the text again. Presence features (``binary``) count each term once: ``None`` for them.
+
+        >>> from sgm.model.interner import Interner
+        >>> vocabulary = Interner()
+        >>> _ = vocabulary.add("spam")
+        >>> lexicon, text = TermLexicon(vocabulary), "Spam, spam and eggs"
+        >>> lexicon.remembered_token_count(text, Tokenizer(ngrams=2)) is None
+        True
+        >>> _ = lexicon.known_terms([text], Tokenizer(ngrams=2))
+        >>> lexicon.remembered_token_count(text, Tokenizer(ngrams=2)), len(Tokenizer(ngrams=2).tokens(text))
+        (7, 7)
+        """
+        last = self._last
+        if (last is None or last[0] is not text or last[1] != tokenizer or last[2] != self.interner.version
+                or tokenizer.binary):
+            return None
+        return int(last[3][2].sum())  # counts are whole numbers: the sum is exact
+
     def _tokenized(self, texts: Sequence[str], tokenizer: Tokenizer, keep: bool = False):
         """``(owner, terms, counts, text, unknown)`` of :func:`_all_terms` (the caller synced).
 

@@ -21,7 +21,7 @@ import numpy as np
 from .loops.scoring import any_stale
 from .loops.weights import SCALAR_LOG_LIMIT, WHOLE_MEMO, store_weights
 from .arena import TermArena
-from .arrays import grow
+from .arrays import distinct_sorted, grow
 
 #: (stale term ids, their arena positions, entries per term) -> weights at those positions.
 WeightBuilder = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
@@ -121,7 +121,7 @@ class PostingCache:
         if any_stale(self.computed_at, terms, epoch):  # compiled: the common answer is none
             stale = terms[self.computed_at[terms] != epoch]
             if len(stale) > 1:
-                stale = np.unique(stale)  # a batch may repeat terms
+                stale = distinct_sorted(stale)  # a batch may repeat terms
             stale_index, stale_lengths = arena.ranges(stale)
             self.weight[stale_index] = build(stale, stale_index, stale_lengths)
             self.computed_at[stale] = epoch

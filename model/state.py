@@ -42,7 +42,7 @@ import numpy as np
 
 from .decay import REBASE_AFTER_HALF_LIVES, DecayClock
 from .arena import TermArena
-from .arrays import SPILL, CompensatedArray, ExactArray, ExactSum, grow
+from .arrays import SPILL, CompensatedArray, ExactArray, ExactSum, distinct_sorted, grow
 from .interner import Interner, encoded_characters
 from .loops.entries import DONE, NEED_ENTRIES, add_entries, count_terms, remove_entries
 
@@ -272,7 +272,7 @@ class CountState:
                                          np.array(added, dtype=np.int64)])
             self._held_dead_terms = None
             if len(candidates):
-                ids = np.unique(candidates)
+                ids = distinct_sorted(candidates)
                 for t in ids[(self.term_refs[ids] == 0) & (self.arena.length[ids] == 0)].tolist():
                     if self.terms.names[t] is not None:
                         self._release_term(t)

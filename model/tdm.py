@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from .base import GenerativeTextModel
+from .arrays import distinct_sorted
 from .batch import PreparedBatch
 from .document_nodes import DocumentNodes, MissingLengthsError
 from .label_model import LabelModel
@@ -329,7 +330,7 @@ class TDM(GenerativeTextModel):
         terms, weights, owner = batch.terms, batch.weights, batch.owner
         if any_stale(nodes_table.weight_epoch, terms, state.epoch):  # compiled: the common answer is none
             known = terms[terms < len(nodes_table.post_fill)]  # terms beyond it have no document postings
-            self._build_document_weights(np.unique(known[nodes_table.weight_epoch[known] != state.epoch]))
+            self._build_document_weights(distinct_sorted(known[nodes_table.weight_epoch[known] != state.epoch]))
         row_start = np.array([0, len(terms)]) if n_docs == 1 else np.searchsorted(owner, np.arange(n_docs + 1))
         acc, met, met_nodes = nodes_table.scratch()
         # the node pass (every node summed, no groups) where the postings outnumber the nodes node_pass_after times

@@ -116,6 +116,22 @@ class Tokenizer:
 
 
 
+def words_of_tokens(n_tokens: int, ngrams: int) -> int:
+    """How many words a text has whose :meth:`Tokenizer.tokens` with ``ngrams`` number ``n_tokens``.
+
+    ``W`` words give ``W + (W - 1) + ...`` tokens (n-grams of every length up to ``ngrams`` that fit), one
+    value per ``W``: inverted exactly.
+
+    >>> [words_of_tokens(len(Tokenizer(ngrams=n).tokens(text)), n) for n in (1, 2, 3) for text in ("", "a", "a b", "a b c d")]
+    [0, 1, 2, 4, 0, 1, 2, 4, 0, 1, 2, 4]
+    """
+    if ngrams == 1 or n_tokens <= 1:
+        return n_tokens
+    if ngrams == 2:  # W >= 2: 2W - 1
+        return (n_tokens + 1) // 2
+    return (n_tokens + 3) // 3  # ngrams 3, W >= 2: 3W - 3 (W = 2: 2 + 1 = 3)
+
+
 def batch_term_counts(docs, tokenizer: Tokenizer, *, check_terms: bool = True) -> tuple[list[str], np.ndarray, list[int]]:
     """Terms and counts of many documents, concatenated: ``(terms, counts, distinct terms per document)``.
 
