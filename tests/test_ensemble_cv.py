@@ -80,6 +80,37 @@ def test_the_subset_choice_drops_a_noise_base():
     assert chosen["cv"] > alone
 
 
+def test_the_subset_choice_weights_bases_by_meta_features_where_the_documents_length_decides():
+    # LSHTC4's per-document weights, now tried in the cross-validated choice (SUBSET_VARIANTS, POOL_VARIANTS):
+    # base 0 is the expert on short documents, base 1 on long ones, and only the length tells which to trust
+    rng = np.random.default_rng(7)
+    n, classes = 500, 3
+    truth = rng.integers(0, classes, n)
+    lengths = np.where(rng.random(n) < 0.5, rng.integers(2, 10, n), rng.integers(200, 2000, n)).astype(float)
+    short = lengths < 100
+
+    def expert(where):  # right and sure where its documents are, a coin elsewhere (sure of a random class)
+        top = np.where(where & (rng.random(n) < 0.9), truth, rng.integers(0, classes, n))
+        return np.log(np.where(np.eye(classes)[top] > 0, 0.8, 0.1))
+
+    oof = np.stack([expert(short), expert(~short)])
+    bases, fitted, chosen, tried = choose_pool(oof, lengths, truth, list(range(classes)), [Doc(t) for t in truth],
+                                               "accuracy")
+    assert bases == [0, 1] and chosen["meta"] is True and fitted.meta
+    constant = max(t["cv"] for t in tried if not t["meta"])
+    assert chosen["cv"] > constant + 0.05  # the constant weights cannot tell the two halves apart
+    # the chosen pool is its formula: alpha_j(d) = sum_f v[j, f] m_f(d) over m(d) = [1, log1p(length) / 5,
+    # each base's max posterior and normalized entropy, the share of agreeing base pairs]
+    p = np.exp(oof)
+    entropy = -(p * oof).sum(axis=2) / np.log(classes)
+    top = oof.argmax(axis=2)
+    agree = ((top[0] == top[0]).astype(float) * 2 + 2 * (top[0] == top[1])) / 4
+    m = np.column_stack([np.ones(n), np.log1p(lengths) / 5, p[0].max(1), entropy[0], p[1].max(1), entropy[1], agree])
+    alpha = m @ fitted.weights.T
+    expected = log_softmax(alpha[:, :1] * oof[0] + alpha[:, 1:] * oof[1] + fitted.bias)
+    assert np.allclose(fitted.log_posteriors(oof, lengths), expected, atol=1e-12)
+
+
 def test_a_one_base_bias_pool_is_its_formula_and_corrects_a_prior():
     rng = np.random.default_rng(5)
     n, classes = 600, 3

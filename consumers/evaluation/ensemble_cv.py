@@ -36,11 +36,13 @@ from sgm.model import Ensemble, build_model, model_config
 from sgm.model.ensemble import FLOOR, meta_feature_count
 
 #: Variants that score a subset of two or more bases during the forward selection (the full grid
-#: :data:`VARIANTS` is then tried on the chosen subset): no meta-features, with and without bias.
-SUBSET_VARIANTS: tuple[tuple[bool, bool, float], ...] = ((False, False, 1.0), (False, True, 1.0))
-#: Variants tried on the chosen subset: :data:`VARIANTS` without meta-features (a meta-feature fit took 12-14 s
-#: on webkb's dev-train against 0.2-0.9 s without, and the score fits the pool 6 times over; r52 has 13x the classes).
-POOL_VARIANTS: tuple[tuple[bool, bool, float], ...] = tuple(v for v in VARIANTS if not v[0])
+#: :data:`VARIANTS` is then tried on the chosen subset): without meta-features, with and without bias, and with
+#: meta-features (LSHTC4's per-document weights). Left out for cost while a meta-feature fit ran BLAS on many
+#: threads (12-14 s on webkb's dev-train); on one thread, measured over the cached base posteriors of the page's
+#: pools (one run each, load 2-6), the choices of the 5-fold score took r8 87 -> 248 s, webkb 19 -> 94 s.
+SUBSET_VARIANTS: tuple[tuple[bool, bool, float], ...] = ((False, False, 1.0), (False, True, 1.0), (True, False, 1.0))
+#: Variants tried on the chosen subset: the whole grid :data:`VARIANTS`.
+POOL_VARIANTS: tuple[tuple[bool, bool, float], ...] = VARIANTS
 #: Variants of a single base with a per-class bias (the weight is fitted too: a temperature).
 BIAS_VARIANTS: tuple[tuple[bool, bool, float], ...] = ((False, True, 10.0), (False, True, 1.0))
 
