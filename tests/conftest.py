@@ -26,6 +26,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile the model's kernels into numba's cache once, before pytest-xdist starts its workers.
+
+    On a fresh checkout (CI) every worker otherwise compiled the same kernels at once on 2 cores, inside
+    tests' timed waits (a CI run failed "timed out after 30 s waiting for 17 documents scored"). This is
+    ``sgm warm``'s list: ~40 s on an empty cache, ~1 s on a warm one. Tests of cold starts use their own
+    empty ``NUMBA_CACHE_DIR``.
+    """
+    if hasattr(session.config, "workerinput") or session.config.option.collectonly:
+        return  # a worker (the controller warmed) or a run that executes nothing
+    from sgm.consumers.commands.warm import default_configurations
+    from sgm.consumers.service.kernels import prepare_kernels
+
+    ready = [prepare_kernels(model_config) for _, model_config in default_configurations()]
+    compiled = sum(r.compiled for r in ready)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if compiled and reporter is not None:  # a warm cache says nothing
+        reporter.write_line(f"compiled {compiled} numba kernels in {sum(r.seconds for r in ready):.1f} s "
+                            f"(once per checkout: numba caches them)")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK

@@ -41,6 +41,16 @@ def configurations(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]
             given["model"] = args.model
         cfg = ServiceConfig(**given).model_config()
         return [(cfg["model"], cfg)]
+    return default_configurations()
+
+
+def default_configurations() -> list[tuple[str, dict[str, Any]]]:
+    """What ``sgm warm`` without flags warms: the service's default, the spam preset and every kernel family.
+
+    The test session warms the same list before its workers start (tests/conftest.py).
+    """
+    from ..config import ServiceConfig
+
     out = [("default " + ServiceConfig().model_config()["model"], ServiceConfig().model_config()),
            ("preset spam", ServiceConfig(preset="spam").model_config())]
     return out + [(cfg["model"], dict(cfg)) for cfg in FAMILIES]
