@@ -299,7 +299,7 @@ class Ensemble(PosteriorPredictions):
         """The length meta-feature's input: word tokens of a text, the count sum of a mapping or message.
 
         A text just scored alone is not tokenized again: its word count is read from a base's remembered
-        token pass (:meth:`model.lexicon.TermLexicon.remembered_token_count`; a base that splits words as
+        token pass (:meth:`model.lexicon.TermLexicon.remembered_token_count`; a raw-count base that splits words as
         ``Tokenizer()`` does, with any n-grams), the same whole number.
         """
         out = []
