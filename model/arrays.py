@@ -28,6 +28,8 @@ def grow(array: np.ndarray, size: int) -> np.ndarray:
 def distinct_sorted(values: np.ndarray) -> np.ndarray:
     """``np.unique(values)`` of an integer array (its distinct values, ascending, same dtype), by a sort and a mask.
 
+    Any shape is flattened first, as ``np.unique`` does (a 0-d array gives one value).
+
     The same array as ``np.unique``, which in numpy 2.x hashes integers before sorting them: ~60 us for 600
     term ids against ~7 us here, and 18x at 200,000 (on the per-document paths of learning and scoring).
 
@@ -36,7 +38,7 @@ def distinct_sorted(values: np.ndarray) -> np.ndarray:
     """
     if values.dtype.kind not in "iu":
         raise TypeError(f"distinct_sorted takes integers, got {values.dtype}")
-    ordered = np.sort(values)
+    ordered = np.sort(values, axis=None)  # axis=None flattens, as np.unique does
     if len(ordered) < 2:
         return ordered
     keep = np.empty(len(ordered), dtype=bool)

@@ -299,7 +299,7 @@ class Ensemble(PosteriorPredictions):
         """The length meta-feature's input: word tokens of a text, the count sum of a mapping or message.
 
         A text just scored alone is not tokenized again: its word count is read from a base's remembered
-        token pass (:meth:`model.lexicon.TermLexicon.remembered_token_count`; a base that splits words as
+        token pass (:meth:`model.lexicon.TermLexicon.remembered_token_count`; a raw-count base that splits words as
         ``Tokenizer()`` does, with any n-grams), the same whole number.
         """
         out = []
@@ -320,8 +320,12 @@ class Ensemble(PosteriorPredictions):
         return np.asarray(out, dtype=np.float64)
 
     def _word_counters(self) -> list:
-        """The bases whose tokens give the word count of :data:`_WORDS` (same words, any n-grams, counts)."""
-        return [base for base in self.bases if not base.tokenizer.binary
+        """The bases whose tokens give the word count of :data:`_WORDS` (same words, any n-grams, counts).
+
+        Only bases with raw counts: a TF-IDF base scores without its lexicon (never remembers a pass), and
+        asking it would build one, O(vocabulary), in a process that only scores (e.g. a loaded snapshot).
+        """
+        return [base for base in self.bases if base.spec.weighting is None and not base.tokenizer.binary
                 and (base.tokenizer.lowercase, base.tokenizer.max_token_length) == (_WORDS.lowercase,
                                                                                     _WORDS.max_token_length)]
 

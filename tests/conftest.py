@@ -26,6 +26,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+#: pytest options (dest names) of runs that execute no test: they list or plan them (--collect-only, --fixtures,
+#: --fixtures-per-test, --setup-plan), so there is nothing to warm.
+EXECUTES_NOTHING = ("collectonly", "showfixtures", "show_fixtures_per_test", "setupplan")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Compile the model's kernels into numba's cache once, before pytest-xdist starts its workers.
@@ -35,7 +40,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     ``sgm warm``'s list: ~40 s on an empty cache, ~1 s on a warm one. Tests of cold starts use their own
     empty ``NUMBA_CACHE_DIR``.
     """
-    if hasattr(session.config, "workerinput") or session.config.option.collectonly:
+    option = session.config.option
+    if hasattr(session.config, "workerinput") or any(getattr(option, name, False) for name in EXECUTES_NOTHING):
         return  # a worker (the controller warmed) or a run that executes nothing
     from sgm.consumers.commands.warm import default_configurations
     from sgm.consumers.service.kernels import prepare_kernels
