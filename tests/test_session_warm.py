@@ -45,3 +45,17 @@ def test_a_worker_does_not_warm(warmed):
 def test_a_run_that_executes_nothing_does_not_warm(warmed, option):
     pytest_sessionstart(session(**{option: True}))
     assert warmed == []
+
+
+def test_a_failing_warm_is_one_line_and_the_session_goes_on(monkeypatch):
+    """A kernel that does not compile is reported by the tests that use it, not as pytest's INTERNALERROR."""
+    lines: list = []
+
+    def fail(config):
+        raise RuntimeError("no compiler")
+
+    monkeypatch.setattr(kernels, "prepare_kernels", fail)
+    started = session()
+    started.config.pluginmanager = SimpleNamespace(get_plugin=lambda name: SimpleNamespace(write_line=lines.append))
+    pytest_sessionstart(started)
+    assert lines == ["warming the numba kernels failed (RuntimeError: no compiler); the tests compile them on first use"]
