@@ -16,7 +16,7 @@ from sgm.consumers.evaluation.harness import (EvalSetup, cross_validation_folds,
 from sgm.model import Ensemble, build_model
 from sgm.model.ensemble import FLOOR
 from sgm.stream.datasets import LabelledDoc
-from tests.test_ensemble_fit import BASES, toy_docs
+from tests.test_ensemble_fit import BASES, blas_threads_of_pool_fits, toy_docs
 
 
 class Doc:
@@ -227,19 +227,8 @@ def test_fold_posteriors_score_each_row_by_the_fit_that_left_out_its_fold_and_th
 def test_every_pool_fit_of_the_cross_validated_score_runs_blas_on_one_thread(monkeypatch):
     # as the stream fit's: the small L-BFGS pool fits ran 7-11x slower with OpenBLAS's threads on the shared cores
     # (choose_pool over 5 bases x 1,500 documents: 6.5-11.3 s against 0.9-1.0 s, the same choice)
-    threadpoolctl = pytest.importorskip("threadpoolctl")
-    from sgm.consumers.evaluation import ensemble_cv, ensemble_fit
-
-    threads = []
-    real = ensemble_fit.minimize  # where a pool fit's BLAS work happens
-
-    def recording_fit(*args, **kwargs):
-        threads.extend(info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(ensemble_fit, "minimize", recording_fit)
-    with threadpoolctl.threadpool_limits(2, user_api="blas"):  # more than one thread outside, whatever the machine
-        ensemble_cv.cross_validate_ensemble(toy_docs(), BASES, EvalSetup(mode="split"), folds=3, seed=1)
+    threads = blas_threads_of_pool_fits(monkeypatch, lambda: cross_validate_ensemble(
+        toy_docs(), BASES, EvalSetup(mode="split"), folds=3, seed=1))
     assert threads and set(threads) == {1}
 
 

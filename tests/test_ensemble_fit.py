@@ -90,13 +90,12 @@ def test_a_base_scores_tied_documents_as_its_sgm_tune_dev_score_does():
     assert summary["dev_bases"][0] == pytest.approx(single, abs=1e-12)
 
 
-def test_every_pool_fit_runs_blas_on_one_thread(monkeypatch):
-    # the small L-BFGS fits ran 7-11x slower with OpenBLAS's threads on the shared cores (ensemble_cv already ran
-    # them on one thread); here the pool variants' cross-validation and the chosen pool's fit
+def blas_threads_of_pool_fits(monkeypatch, run) -> list[int]:
+    """BLAS thread counts seen inside every pool fit (its L-BFGS call) while ``run()`` runs with 2 threads outside."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
     from sgm.consumers.evaluation import ensemble_fit
 
-    threads = []
+    threads: list[int] = []
     real = ensemble_fit.minimize  # where a pool fit's BLAS work happens
 
     def counting(*args, **kwargs):
@@ -105,5 +104,13 @@ def test_every_pool_fit_runs_blas_on_one_thread(monkeypatch):
 
     monkeypatch.setattr(ensemble_fit, "minimize", counting)
     with threadpoolctl.threadpool_limits(2, user_api="blas"):  # more than one thread outside, whatever the machine
-        ensemble_fit.fit_ensemble(toy_docs(), BASES, EvalSetup(mode="split"), folds=3)
+        run()
+    return threads
+
+
+def test_every_pool_fit_runs_blas_on_one_thread(monkeypatch):
+    # the small L-BFGS fits ran 7-11x slower with OpenBLAS's threads on the shared cores (ensemble_cv already ran
+    # them on one thread); here the pool variants' cross-validation and the chosen pool's fit
+    threads = blas_threads_of_pool_fits(monkeypatch,
+                                        lambda: fit_ensemble(toy_docs(), BASES, EvalSetup(mode="split"), folds=3))
     assert threads and set(threads) == {1}
