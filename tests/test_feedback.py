@@ -86,9 +86,14 @@ def check_second_pass(model, reference: DenseReference, query: dict) -> None:
     np.testing.assert_allclose(log_post[0], expected, rtol=0, atol=TOLERANCE)
 
 
+#: Documents learned in order: text, labels and a timestamp (None: the model's clock).
+learned_items = st.lists(st.tuples(documents, label_sets, st.one_of(st.none(), st.floats(0.0, 60.0))), min_size=1,
+                         max_size=10)
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(configs(), feedback_params(),
-       st.lists(st.tuples(documents, label_sets, st.one_of(st.none(), st.floats(0.0, 60.0))), min_size=1, max_size=10),
+       learned_items,
        st.lists(documents, min_size=1, max_size=3))
 def test_second_pass_equals_dense_reference(config, fb, items, queries):
     spec, params, half_life, multilabel = config
@@ -105,7 +110,7 @@ def test_second_pass_equals_dense_reference(config, fb, items, queries):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(configs(), feedback_params(),
-       st.lists(st.tuples(documents, label_sets, st.one_of(st.none(), st.floats(0.0, 60.0))), min_size=1, max_size=10),
+       learned_items,
        st.lists(documents, min_size=1, max_size=4))
 def test_lambda_zero_reproduces_the_scores_exactly(config, fb, items, queries):
     """fb_lambda = 0: no second pass, the same scores bit for bit as the spec without fb (MNB and TDM)."""
