@@ -95,6 +95,9 @@ def test_one_line_errors(tmp_path, capsys):
         (["stats", "--state-dir", str(tmp_path / "nowhere")], 2, "no state directory"),
         (["learn", "--bootstrap-servers", "127.0.0.1:9", "--connect-timeout", "1", "--label", "x",
           str(tmp_path / "a.txt")], 2, "no Kafka broker answered at 127.0.0.1:9"),
+        (["warm", "--model", "uc_pd_jm_dpp"], 2, "sgm warm: unknown affix(es) ['dpp']"),
+        (["warm", "--config", str(tmp_path / "missing.json")], 2, "sgm warm: "),
+        (["warm", "--config", str(tmp_path / "a.txt")], 2, "sgm warm: "),
     ]
     for argv, expected_code, message in cases:
         code = main(argv)

@@ -59,9 +59,18 @@ def default_configurations() -> list[tuple[str, dict[str, Any]]]:
 def run(args: argparse.Namespace) -> int:
     from ..service.kernels import cache_location, prepare_kernels
 
+    from sgm.model import build_model
+
+    try:  # an operator's typo (a spec, a --param, a --config file) is one line before anything compiles
+        chosen = configurations(args)
+        for _, cfg in chosen:
+            build_model(dict(cfg))
+    except (ValueError, OSError) as exc:  # SpecError and JSONDecodeError are ValueErrors
+        print(f"sgm warm: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     print(f"sgm warm: numba cache in {cache_location()}", flush=True)
     total = 0.0
-    for name, cfg in configurations(args):
+    for name, cfg in chosen:
         ready = prepare_kernels(cfg, scores=args.role != "trainer")
         total += ready.seconds
         what = f"compiled {ready.compiled} functions" if ready.compiled else "nothing to compile"
