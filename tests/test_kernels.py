@@ -83,11 +83,45 @@ def test_compile_log_says_what_the_service_waits_for(caplog):
         compile_log.close()
 
 
-def test_prepare_kernels_learns_and_scores_on_a_throwaway_model():
-    ready = prepare_kernels({"model": "u_jm"}, scores=True)
-    again = prepare_kernels({"model": "u_jm"}, scores=True)
-    assert again.compiled == 0  # what this process compiled once is not compiled again
-    assert ready.seconds >= 0
+PREPARED_RUN = textwrap.dedent("""
+    import json, sys
+    import numba
+    from sgm.consumers.service.kernels import prepare_kernels
+    from sgm.model import build_model
+
+    def signatures():  # every numba kernel of the package that this process holds a compiled form of
+        held = {}
+        for name, module in list(sys.modules.items()):
+            if name.startswith("sgm.") and module is not None:
+                for attr, value in vars(module).items():
+                    if isinstance(value, numba.core.registry.CPUDispatcher) and value.signatures:
+                        held[value.py_func.__module__ + "." + value.py_func.__qualname__] = len(value.signatures)
+        return held
+
+    before = signatures()
+    prepare_kernels({"model": sys.argv[1]}, scores=True)
+    prepared = signatures()
+    model = build_model({"model": sys.argv[1]})
+    model.learn_one("the cat sat on the mat", ["pets"], ts=1.0, id="a")
+    model.learn_one("stocks fell sharply on monday", ["markets"], ts=2.0, id="b")
+    model.predict_proba_one("the cat fell")
+    model.rank_many(["stocks sat", {"cat": 2}], 2)
+    after = signatures()
+    print(json.dumps({"before": before, "prepared": prepared, "after": after}))
+""")
+
+
+@pytest.mark.parametrize("spec", ["u_jm", "tdm_uc_jm_dp_kpd_kdp"])
+def test_prepare_kernels_readies_every_kernel_a_learn_and_score_uses(spec):
+    """In a fresh process (kernels loaded from the cache or compiled; either way a signature per kernel):
+    ``prepare_kernels`` leaves the process holding kernels it did not hold before, and learning and scoring
+    a new model afterwards needs no kernel or signature it did not prepare."""
+    run = subprocess.run([sys.executable, "-c", PREPARED_RUN, spec], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    held = json.loads(run.stdout.strip().splitlines()[-1])
+    assert held["before"] == {}, held["before"]  # nothing was ready before: the counts below are prepare's
+    assert len(held["prepared"]) >= 5, held["prepared"]
+    assert held["after"] == held["prepared"]
 
 
 @pytest.mark.slow
