@@ -86,8 +86,8 @@ class Tokenizer:
         if self.ngrams == 1:
             return words
         out = list(words)
-        for n in range(2, self.ngrams + 1):
-            out.extend(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))
+        for n in range(2, self.ngrams + 1):  # zip of shifted views: the n-grams in order, joined in C
+            out.extend(map(" ".join, zip(*(words[k:] for k in range(n)))))
         return out
 
     def __call__(self, text: str) -> dict[str, int]:

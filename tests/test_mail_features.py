@@ -10,9 +10,13 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sgm.model import MNB
 from sgm.model.mail import GROUPS, IGNORED_HEADERS, MailFeatures, MailLimits, MailOptions, mail_features
+from sgm.model.mail.decode import sanitize
+from sgm.model.mail.features import clean_term
 from sgm.model.text import Tokenizer
 
 SPAM = (
@@ -233,3 +237,33 @@ def test_same_terms_in_any_process():
         outputs.add(run.stdout)
     assert len(outputs) == 1
     assert json.loads(outputs.pop()) == [list(item) for item in mail_features(SPAM + HAM).items()]
+
+
+term_text = st.lists(st.sampled_from(list("ab:. -") + ["a" * 60, "\t", "\n", "\x00", "\x7f", "\x85", "é", "\ud800"]),
+                     max_size=60).map("".join)
+
+
+@given(term_text)
+def test_clean_term_is_the_full_normalization_for_every_term(term):
+    """The shortcut for terms already clean returns what the full normalization does."""
+    assert clean_term(term) == " ".join(sanitize(term[:256]).split())[:128].rstrip()
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.lists(st.sampled_from(["free", "offer", "now", "buy", "meds", "x"]), max_size=40), st.integers(1, 3),
+       st.integers(1, 80))
+def test_body_counts_are_the_word_by_word_counts_within_the_term_limit(words, ngrams, max_terms):
+    """Body words are counted as a word-by-word loop counts them: first-occurrence order, and once the term
+    limit is reached no new word enters while the words already in are still counted."""
+    extract = MailFeatures(MailOptions(ngrams=ngrams, groups=["subject", "headers", "body"],
+                                       limits=MailLimits(max_terms=max_terms)))
+    raw = ("Subject: hello\nX-Mailer: m\n\n" + " ".join(words)).encode()
+    got = extract.extract(raw).terms
+    expected = dict(MailFeatures(MailOptions(ngrams=ngrams, groups=["subject", "headers"],
+                                             limits=MailLimits(max_terms=max_terms))).extract(raw).terms)
+    for word in Tokenizer(ngrams=ngrams).tokens("hello\n\n" + " ".join(words)):
+        if word in expected:
+            expected[word] += 1
+        elif len(expected) < max_terms:
+            expected[word] = 1
+    assert list(got.items()) == list(expected.items())
