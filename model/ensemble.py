@@ -39,10 +39,11 @@ from typing import Any, BinaryIO, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from .base import POWERSET_SEPARATOR, GenerativeTextModel, PosteriorPredictions
+from .base import POWERSET_SEPARATOR, GenerativeTextModel
 from .factory import build_model, model_config, register_family
 from .mail import MailExtraction, Message
 from .persistence import COMPOSITE_FORMAT, SnapshotError, loads
+from .predictions import PosteriorPredictions
 from .text import Tokenizer, words_of_tokens
 
 #: Default floor of a base's log posterior in the pool.

@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from .base import GenerativeTextModel, Ranking, top_k_indices
+from .base import GenerativeTextModel
 from .batch import PreparedBatch
 from .label_model import LabelModel
+from .predictions import Ranking, top_k_indices
 from .pruned_topk import PrunedResult, PrunedTopK, check_tolerance, margin, relative_bound
 
 #: With at least this many active classes (and ``k`` well below them), top-k takes the pruned path

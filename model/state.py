@@ -45,6 +45,7 @@ from .arena import TermArena
 from .arrays import SPILL, CompensatedArray, ExactArray, ExactSum, distinct_sorted, grow
 from .interner import Interner, encoded_characters
 from .loops.entries import DONE, NEED_ENTRIES, add_entries, count_terms, remove_entries
+from .resummation import resum_totals
 
 #: Weights below this (in true units) would underflow when rescaled; such documents expire.
 _UNDERFLOW = 1e-280
@@ -680,55 +681,10 @@ class CountState:
             self.pruned_documents += 1
             self.pruned_entries += before - self.n_entries
 
-    #: The exact totals :meth:`resum_totals` checks: arrays, then scalars.
-    EXACT_TOTALS = ("cls_docs", "cls_mass", "term_df", "term_mass")
-    EXACT_SCALARS = ("total_docs", "class_docs_total", "total_mass")
-
     def resum_totals(self) -> int:
-        """Re-sum every per-class, per-term and model total from the live documents; the number that differed.
-
-        The from-scratch reference: ``N(l)`` and ``I_n`` sum the documents'
-        decay factors, ``C(l)`` each document's mass (its contributions summed
-        in order, as learning adds it), ``C(n)`` the contributions per class a
-        document counts under. The totals are exact sums (:class:`ExactArray`),
-        so they equal this bit for bit and the count is 0; any other count is
-        drift (a bug), and the re-summed values replace the drifted ones.
-        """
-        fresh = {name: ExactArray(len(getattr(self, name))) for name in self.EXACT_TOTALS}
-        scalars = {name: ExactSum() for name in self.EXACT_SCALARS}
-        records = list(self.docs.values())
-        if records:
-            factors = np.array([r.factor for r in records])
-            lengths = np.fromiter(map(len, (r.terms for r in records)), dtype=np.int64, count=len(records))
-            terms = np.concatenate([r.terms for r in records]).astype(np.int64)
-            owner = np.repeat(np.arange(len(records)), lengths)
-            contrib = np.concatenate([r.weights for r in records]) * factors[owner]
-            mass = np.bincount(owner, contrib, minlength=len(records))  # each document's in order, as learned
-            n_classes = np.fromiter(map(len, (r.classes for r in records)), dtype=np.int64, count=len(records))
-            pair_class = np.fromiter(itertools.chain.from_iterable(r.classes for r in records), dtype=np.int64)
-            pair_doc = np.repeat(np.arange(len(records)), n_classes)
-            fresh["term_df"].add(terms, factors[owner])
-            fresh["cls_docs"].add(pair_class, factors[pair_doc])
-            fresh["cls_mass"].add(pair_class, mass[pair_doc])
-            repeats = n_classes[owner]  # a term's contribution counts once per class of its document
-            fresh["term_mass"].add(np.repeat(terms, repeats), np.repeat(contrib, repeats))
-            scalars["total_docs"].add_many(factors)
-            scalars["class_docs_total"].add_many(factors[pair_doc])
-            scalars["total_mass"].add_many(mass[pair_doc])
-        drift = 0
-        for name, sums in fresh.items():
-            mine: ExactArray = getattr(self, name)
-            differs = int(np.count_nonzero(mine.get(slice(0, len(sums.hi))) != sums.get()))
-            if differs:
-                drift += differs
-                setattr(self, name, sums)
-        for name, total in scalars.items():
-            if getattr(self, name).value != total.value:
-                drift += 1
-                setattr(self, name, total)
-        if drift:
-            self.epoch += 1
-        return drift
+        """Re-sum every per-class, per-term and model total from the live documents; the number that differed
+        (drift, repaired): :func:`model.resummation.resum_totals`."""
+        return resum_totals(self)
 
     def restored(self) -> None:
         """After a restore replaced the tables: rebuild the expiry heap, drop cached reads, start a new epoch."""

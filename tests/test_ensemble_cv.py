@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from sgm.consumers.cli import main as sgm
+from sgm.consumers.evaluation.dev_task import development_task
 from sgm.consumers.evaluation.ensemble_cv import choose_pool, cross_validate_ensemble
 from sgm.consumers.evaluation.ensemble_fit import fit_pool
-from sgm.consumers.evaluation.harness import (EvalSetup, cross_validation_folds, development_task, labelled,
-                                              train_test)
+from sgm.consumers.evaluation.harness import EvalSetup, cross_validation_folds, labelled, train_test
 from sgm.model import Ensemble, build_model
 from sgm.model.ensemble import FLOOR
 from sgm.stream.datasets import LabelledDoc

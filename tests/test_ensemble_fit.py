@@ -10,7 +10,8 @@ import pytest
 
 from sgm.consumers.cli import main as sgm
 from sgm.consumers.evaluation.ensemble_fit import fit_ensemble, fit_pool
-from sgm.consumers.evaluation.harness import EvalSetup, development_task, evaluate_split, random_partition, train_test
+from sgm.consumers.evaluation.dev_task import development_task
+from sgm.consumers.evaluation.harness import EvalSetup, evaluate_split, random_partition, train_test
 from sgm.model import Ensemble, build_model
 from sgm.stream.datasets import LabelledDoc
 

@@ -14,7 +14,8 @@ from sgm.consumers.evaluation.ensemble_fit import Pool
 from sgm.consumers.evaluation.ensemble_stream import (choose_pool, dev_value, fit_stream_ensemble, pooled,
                                                       prequential_passes)
 from sgm.consumers.evaluation.documents import documents as read_as
-from sgm.consumers.evaluation.harness import EvalSetup, development_task, evaluate_prequential, stream_order
+from sgm.consumers.evaluation.dev_task import development_task
+from sgm.consumers.evaluation.harness import EvalSetup, evaluate_prequential, stream_order
 from sgm.model import Ensemble, build_model, model_config
 from sgm.stream.datasets import LabelledDoc
 

@@ -285,8 +285,8 @@ def test_eval_reads_whole_messages_with_the_spam_preset(mail_stream_file, tmp_pa
 
 
 def test_tune_searches_meta_weight_exactly_as_eval_reads_messages(mail_stream_file, tmp_path):
-    from sgm.consumers.evaluation.harness import (EvalSetup, development_task, evaluate_prequential,
-                                                  load_examples)
+    from sgm.consumers.evaluation.dev_task import development_task
+    from sgm.consumers.evaluation.harness import EvalSetup, evaluate_prequential, load_examples
 
     docs = load_examples(mail_stream_file)
     setup = EvalSetup(mode="prequential")

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from sgm.consumers.cli import main
-from sgm.consumers.evaluation.harness import EvalSetup, development_task, evaluate_split
+from sgm.consumers.evaluation.dev_task import development_task
+from sgm.consumers.evaluation.harness import EvalSetup, evaluate_split
 from sgm.consumers.evaluation.label_thresholds import (DevMarginals, THRESHOLD_GRID, best_threshold,
                                                        choose_label_threshold, cross_fitted_scores, dev_marginals,
                                                        micro_f1_by_threshold, per_label_thresholds)

@@ -102,7 +102,8 @@ def _ranges(items: list[str]) -> dict[str, tuple[float, float]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sgm.consumers.evaluation.harness import development_task, evaluate, load_examples, parallel_map
+    from sgm.consumers.evaluation.dev_task import development_task, parallel_map
+    from sgm.consumers.evaluation.harness import evaluate, load_examples
 
     from ..progress import ProgressLine
     from .eval import plotting_missing

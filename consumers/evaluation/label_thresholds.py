@@ -42,7 +42,8 @@ import numpy as np
 from sgm.model import build_model
 from sgm.model.label_marginals import chosen_by_threshold, label_marginals
 
-from .harness import DevTask, learn_split, log_posteriors_in_batches, prepare_config, random_partition
+from .dev_task import DevTask
+from .harness import learn_split, log_posteriors_in_batches, prepare_config, random_partition
 
 #: Thresholds a choice considers: 0.05, 0.10, ..., 0.95.
 THRESHOLD_GRID = tuple(round(0.05 * i, 2) for i in range(1, 20))

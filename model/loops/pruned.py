@@ -323,7 +323,7 @@ def dense_topk(terms, weights, length, smooth, starts, lengths, posting_class, p
     The operations of :func:`model.loops.scoring.dense_log_posterior` in its order (the postings
     summed per class in document order from zero, the normalizer over ``active`` in order), so the
     values are its values; the best ``k`` by value, ties by lower position (class id), as
-    :func:`model.base.top_k_indices`. ``acc`` is all zero on entry and left so. Returns how many.
+    :func:`model.predictions.top_k_indices`. ``acc`` is all zero on entry and left so. Returns how many.
     """
     m = terms.shape[0]
     for j in range(m):
