@@ -32,7 +32,8 @@ import time
 import numpy as np
 
 from sgm.consumers.evaluation import harness
-from sgm.consumers.evaluation.harness import EvalSetup, development_task, load_examples, resolve_data
+from sgm.consumers.evaluation.dev_task import development_task
+from sgm.consumers.evaluation.harness import EvalSetup, load_examples, resolve_data
 
 
 def learn_error_weighted(beta: float):
