@@ -226,3 +226,15 @@ def test_mboxrd_round_trip(tmp_path, messages):
     found = list(read_paths([path]))
     assert [d.raw for d in found if isinstance(d, SourceDoc)] == raws
     assert not [s for s in found if isinstance(s, Skipped)]
+
+
+def test_jsonl_labels_that_are_not_an_array_are_skipped_not_split(tmp_path):
+    # "labels": "ham" was learned as the three labels h, a, m (the string became one label per character)
+    lines = [{"id": "s", "text": "meeting monday", "labels": "ham"},
+             {"id": "d", "text": "cheap pills", "labels": {"spam": 1}},
+             {"id": "ok", "text": "hello", "labels": ["ham"]}]
+    (tmp_path / "l.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    items = list(read_paths([tmp_path / "l.jsonl"]))
+    assert [(d.id, d.labels) for d in docs(items)] == [("ok", ("ham",))]
+    assert [(s.origin, s.reason) for s in skipped(items)] == [("l.jsonl:1", "wrong_type"), ("l.jsonl:2", "wrong_type")]
+    assert "got string" in skipped(items)[0].detail
