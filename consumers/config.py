@@ -316,7 +316,11 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
         if f.name in given_flags:
             values[f.name] = given_flags[f.name]
         elif env_var(f.name) in environ:
-            values[f.name] = _field_type(f)(environ[env_var(f.name)])
+            text = environ[env_var(f.name)]
+            try:
+                values[f.name] = _field_type(f)(text)
+            except ValueError as exc:  # name the variable: the value alone does not say where it came from
+                raise ValueError(f"{env_var(f.name)}={text!r}: {exc}") from None
     values.update(overrides)
     return ServiceConfig(**values)
 

@@ -252,3 +252,20 @@ def test_sgm_tune_refuses_a_dev_option_its_protocol_does_not_read(tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"sgm tune: {named}") and "\n" not in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("variable,value", [("SGM_HALF_LIFE", "1d"), ("SGM_TRAIN_PARTITIONS", "two"),
+                                            ("SGM_TOP_K", "0")])
+def test_a_bad_environment_value_is_one_line(tmp_path, capsys, monkeypatch, variable, value):
+    # sgm learn / forget read every SGM_* variable (an env file shared with sgm serve); a bad one was a traceback
+    monkeypatch.setenv(variable, value)
+    (tmp_path / "a.txt").write_text("hello")
+    for argv in (["learn", *memory_args("env"), "--dry-run", "--label", "x", str(tmp_path / "a.txt")],
+                 ["forget", *memory_args("env"), "--dry-run", "--id", "x"],
+                 ["stats", "--state-dir", str(tmp_path)], ["serve", "--state-dir", str(tmp_path)]):
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert code == 2 and "Traceback" not in out + err, (argv, out, err)
+        assert len(err.strip().splitlines()) == 1, (argv, err)
+        if variable != "SGM_TOP_K":  # a value of the wrong type: the message names where it came from
+            assert f"{variable}={value!r}" in err, (argv, err)

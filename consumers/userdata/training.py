@@ -27,7 +27,11 @@ __all__ = ["send_training"]
 def send_training(job: str, args: argparse.Namespace, items: Iterable[SourceDoc | Skipped]) -> int:
     """Send ``items`` as ``job`` records (``learn`` or ``forget``); print the summary; the exit code."""
     command = f"sgm {job}"
-    config = service_config.from_args(args)
+    try:
+        config = service_config.from_args(args)
+    except ValueError as exc:  # an SGM_* variable with a value of the wrong type
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
     dry_run = getattr(args, "dry_run", False)
     sender = None
     if not dry_run:
