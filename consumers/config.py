@@ -325,6 +325,28 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
     return ServiceConfig(**values)
 
 
+#: ``SGM_*`` variables that are not settings of the service: the dataset folder of ``sgm eval`` and the tests'.
+OTHER_VARIABLES = {"SGM_DATA_DIR", "SGM_LONG_TESTS", "SGM_E2E_FULL", "SGM_KAFKA_BROKER"}
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """``SGM_*`` variables that no setting reads (a typo such as ``SGM_MODLE``), each with the nearest name.
+
+    >>> unknown_variables({"SGM_MODLE": "u_jm", "SGM_MODEL": "u_jm", "HOME": "/"})
+    ['SGM_MODLE (did you mean SGM_MODEL?)']
+    """
+    import difflib
+
+    environ = os.environ if environ is None else environ
+    known = {env_var(f.name) for f in dataclasses.fields(ServiceConfig)}
+    out = []
+    for name in sorted(environ):
+        if name.startswith("SGM_") and name not in known and name not in OTHER_VARIABLES:
+            near = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+            out.append(f"{name} (did you mean {near[0]}?)" if near else name)
+    return out
+
+
 def markdown_table() -> str:
     rows = ["| flag | environment | default | meaning |", "|---|---|---|---|"]
     for f in dataclasses.fields(ServiceConfig):
@@ -335,4 +357,5 @@ def markdown_table() -> str:
 
 if __name__ == "__main__":
     sys.stdout.write("# sgm serve configuration\n\nGenerated from `consumers/config.py` by `python -m sgm.consumers.config`."
-                     " Flags beat environment variables, which beat defaults.\n\n" + markdown_table() + "\n")
+                     " Flags beat environment variables, which beat defaults. An `SGM_*` variable that no setting"
+                     " reads (a typo) is ignored with a warning in `sgm serve`'s log at start.\n\n" + markdown_table() + "\n")

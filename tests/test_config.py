@@ -87,3 +87,20 @@ def test_secrets_are_redacted():
 def test_docs_config_table_is_generated_from_the_code():
     documented = (ROOT / "docs" / "CONFIG.md").read_text()
     assert service_config.markdown_table() in documented, "regenerate: python -m sgm.consumers.config > docs/CONFIG.md"
+
+
+def test_a_misspelt_variable_is_a_warning_in_the_serve_log(tmp_path, monkeypatch, capsys):
+    # SGM_MODLE was ignored without a word: the service ran the default model
+    from sgm.consumers.cli import main
+
+    monkeypatch.setenv("SGM_MODLE", "u_jm")
+    monkeypatch.setenv("SGM_DATA_DIR", str(tmp_path))  # a variable of sgm eval, not a typo
+    code = main(["serve", "--client", "memory", "--bootstrap-servers", "memory://typo", "--metrics-address", "",
+                 "--state-dir", str(tmp_path), "--log-format", "json", "--model", "uc_zz_jm"])  # stops at the model
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    assert code == 2
+    warnings = [line for line in lines if line["level"] == "warning"]
+    assert len(warnings) == 1 and "SGM_MODLE (did you mean SGM_MODEL?)" in warnings[0]["variables"]
+    assert not [name for name in warnings[0]["variables"] if name.startswith("SGM_DATA_DIR")]
+    assert service_config.unknown_variables({"SGM_BOOTSTRAP_SERVER": "x", "SGM_TOP_K": "3"}) == [
+        "SGM_BOOTSTRAP_SERVER (did you mean SGM_BOOTSTRAP_SERVERS?)"]
