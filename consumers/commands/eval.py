@@ -232,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
         config = config_from_args(args)
         docs = load_examples(args.data, limit=args.limit)
         setup = setup_from_args(args, docs)
-    except (SpecError, ValueError, FileNotFoundError, json.JSONDecodeError) as exc:
+    except (SpecError, ValueError, OSError, json.JSONDecodeError) as exc:  # OSError: a folder, no permission
         print(f"sgm eval: {exc}", file=sys.stderr)
         return 2
     report = evaluate(config, docs, setup, progress=args.progress, keep_outcomes=True)
