@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,9 @@ def test_a_misspelt_variable_is_a_warning_in_the_serve_log(tmp_path, monkeypatch
     from sgm.consumers.cli import main
 
     monkeypatch.setenv("SGM_MODLE", "u_jm")
+    root = logging.getLogger()  # sgm serve sets up its log handler on the root logger: undone after the test
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
     monkeypatch.setenv("SGM_DATA_DIR", str(tmp_path))  # a variable of sgm eval, not a typo
     code = main(["serve", "--client", "memory", "--bootstrap-servers", "memory://typo", "--metrics-address", "",
                  "--state-dir", str(tmp_path), "--log-format", "json", "--model", "uc_zz_jm"])  # stops at the model
