@@ -173,7 +173,10 @@ class ServiceConfig:
         """The model configuration dict (the preset's, the ``--config`` file over it, then flags on top)."""
         base: dict[str, Any] = preset(self.preset).model_config() if self.preset else {}
         if self.config:
-            loaded = json.loads(Path(self.config).read_text())
+            try:
+                loaded = json.loads(Path(self.config).read_text(encoding="utf-8"))
+            except ValueError as exc:  # bad JSON or not UTF-8: the parser's message alone does not name the file
+                raise ValueError(f"--config {self.config}: not a JSON configuration ({exc})") from None
             if not isinstance(loaded, dict):
                 raise ValueError(f"--config {self.config}: a model configuration is a JSON object, got "
                                  f"{type(loaded).__name__}")

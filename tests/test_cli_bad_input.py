@@ -8,6 +8,7 @@ training topic can be read back and compared with the valid documents; a few run
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -269,3 +270,21 @@ def test_a_bad_environment_value_is_one_line(tmp_path, capsys, monkeypatch, vari
         assert len(err.strip().splitlines()) == 1, (argv, err)
         if variable != "SGM_TOP_K":  # a value of the wrong type: the message names where it came from
             assert f"{variable}={value!r}" in err, (argv, err)
+
+
+def test_a_config_file_that_is_not_json_is_named(tmp_path, capsys, monkeypatch):
+    # the JSON parser's message ("Expecting property name ... line 1 column 2") did not say which file
+    root = logging.getLogger()  # sgm serve sets up its log handler on the root logger: undone after the test
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    (tmp_path / "typo.json").write_text('{model: "u_jm"}')
+    (tmp_path / "binary.json").write_bytes(b"\x1f\x8b\x08\x00\xff\xfe")
+    (tmp_path / "a.jsonl").write_text(json.dumps({"id": "a", "text": "x", "labels": ["a"]}) + "\n")
+    for name in ("typo.json", "binary.json"):
+        path = str(tmp_path / name)
+        for argv in (["serve", "--client", "memory", "--bootstrap-servers", "memory://cfg", "--metrics-address", "",
+                      "--state-dir", str(tmp_path / "state"), "--config", path],
+                     ["warm", "--config", path], ["eval", "--data", str(tmp_path / "a.jsonl"), "--config", path]):
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err
+            assert f"{path}: not a JSON configuration" in err and "Traceback" not in err, (argv, err)

@@ -107,7 +107,10 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     raises :class:`SpecError` when it does not describe a valid model."""
     config: dict[str, Any] = find_preset(args.preset).model_config() if getattr(args, "preset", None) else {}
     if args.config:
-        loaded = json.loads(Path(args.config).read_text(encoding="utf-8"))
+        try:
+            loaded = json.loads(Path(args.config).read_text(encoding="utf-8"))
+        except ValueError as exc:  # bad JSON or not UTF-8: the parser's message alone does not name the file
+            raise SpecError(f"{args.config}: not a JSON configuration ({exc})") from None
         if not isinstance(loaded, dict):
             raise SpecError(f"{args.config}: a configuration is a JSON object")
         config.update(loaded)
