@@ -288,3 +288,23 @@ def test_a_config_file_that_is_not_json_is_named(tmp_path, capsys, monkeypatch):
             assert main(argv) == 2, argv
             err = capsys.readouterr().err
             assert f"{path}: not a JSON configuration" in err and "Traceback" not in err, (argv, err)
+
+
+def test_output_closed_early_is_not_a_traceback(tmp_path):
+    # `sgm score ... | head -5`: the reader leaves, the next print raised BrokenPipeError with a traceback
+    import subprocess
+
+    from tests.cli_helpers import SGM
+
+    model = MNB("u_jm")
+    model.learn_many(["cheap pills", "meeting notes"], [["spam"], ["ham"]], ids=["s", "h"])
+    SnapshotStore(tmp_path / "state").save(model.to_bytes({"train_offsets": {"0": 2}, "train_topic": "sgm-train"}))
+    (tmp_path / "docs").mkdir()
+    for i in range(50):
+        (tmp_path / "docs" / f"{i:03d}.txt").write_text(f"cheap pills number {i}")
+    process = subprocess.Popen([SGM, "score", "--state-dir", str(tmp_path / "state"), str(tmp_path / "docs")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # as head does once it has its lines
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=120) != 0
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
