@@ -312,3 +312,12 @@ def test_output_closed_early_is_not_a_traceback(tmp_path):
     err = process.stderr.read().decode()
     assert process.wait(timeout=120) != 0
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_learning_into_the_memory_client_says_the_records_go_with_the_process(tmp_path, capsys):
+    # `sgm learn --client memory` (or SGM_CLIENT=memory) said "N records are in sgm-train at localhost:9092",
+    # exit 0, and the records vanished with the process
+    (tmp_path / "a.txt").write_text("hello")
+    assert main(["learn", *memory_args(f"gone-{time.monotonic_ns()}"), "--label", "x", str(tmp_path / "a.txt")]) == 0
+    out = capsys.readouterr().out
+    assert "1 records are in sgm-train" in out and "gone when it exits" in out, out
