@@ -183,6 +183,9 @@ class ServiceConfig:
             base.update(loaded)
         # every key of the file: build_model keeps the options it knows (kernel_sum, node_pruning, an ensemble's
         # bases ...) and refuses a misspelt one, instead of this method dropping what it does not list
+        if not isinstance(base.get("params") or {}, dict):  # (dict() of a list raised a TypeError)
+            raise ValueError(f"--config {self.config}: params must be an object of names and values, got "
+                             f"{type(base['params']).__name__}")
         out = {**base, "model": base.get("model", self.model), "params": dict(base.get("params") or {})}
         if base and self.model != _default("model"):
             out["model"] = self.model  # an explicit --model wins over the file and the preset

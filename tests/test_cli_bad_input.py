@@ -321,3 +321,27 @@ def test_learning_into_the_memory_client_says_the_records_go_with_the_process(tm
     assert main(["learn", *memory_args(f"gone-{time.monotonic_ns()}"), "--label", "x", str(tmp_path / "a.txt")]) == 0
     out = capsys.readouterr().out
     assert "1 records are in sgm-train" in out and "gone when it exits" in out, out
+
+
+@pytest.mark.parametrize("config,message", [
+    ({"model": "uc_jm", "params": [1]}, "params must be an object"),
+    ({"model": "uc_jm", "tokenizer": 2}, "tokenizer must be an object"),
+    ({"model": "uc_jm", "tokenizer": {"ngram": 2}}, "unknown tokenizer options: ['ngram']"),
+    ({"model": "uc_jm", "prune_below": "x"}, "configuration: ")])
+def test_a_config_file_with_a_wrong_type_or_key_is_one_line(tmp_path, capsys, monkeypatch, config, message):
+    # a list for params, a number for tokenizer, a string where a number goes: TypeError/AttributeError tracebacks;
+    # a misspelt tokenizer option ("ngram") was ignored without a word. Nothing listens on port 9: a configuration
+    # that passes goes on to Kafka and fails there after --connect-timeout, with another message.
+    root = logging.getLogger()  # sgm serve sets up its log handler on the root logger: undone after the test
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    (tmp_path / "c.json").write_text(json.dumps(config))
+    (tmp_path / "a.jsonl").write_text(json.dumps({"id": "a", "text": "x", "labels": ["a"]}) + "\n")
+    for argv in (["serve", "--bootstrap-servers", "127.0.0.1:9", "--connect-timeout", "1", "--metrics-address", "",
+                  "--state-dir", str(tmp_path / "state"), "--log-format", "json", "--config", str(tmp_path / "c.json")],
+                 ["eval", "--data", str(tmp_path / "a.jsonl"), "--config", str(tmp_path / "c.json")]):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and "Traceback" not in err, (argv, err)
+        lines = [line for line in err.splitlines() if not line.startswith("{")]  # serve's log lines are JSON
+        assert len(lines) == 1 and message in lines[0], (argv, err)

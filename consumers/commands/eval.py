@@ -118,7 +118,10 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         config["model"] = args.model
     if "model" not in config:
         raise SpecError("give --model SPEC or --config FILE")
-    params = dict(config.get("params") or {})
+    params = config.get("params") or {}
+    if not isinstance(params, dict):
+        raise SpecError(f"params must be an object of names and values, got {type(params).__name__}")
+    params = dict(params)
     for item in args.param:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
