@@ -15,7 +15,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from sgm.stream.kafka import client_kinds
 
@@ -37,6 +37,10 @@ def _setting(default: Any, help: str, *, choices: tuple | None = None, secret: b
 @dataclass
 class ServiceConfig:
     """Settings of one ``sgm serve`` process (see ``docs/CONFIG.md`` for the table)."""
+
+    #: The settings a flag or an ``SGM_*`` variable set (:func:`from_args`): they win over the ``--config``
+    #: file and the preset even when equal to the default (``--half-life none``, ``--model uc_pd_jm_dp``).
+    explicit: ClassVar[frozenset[str]] = frozenset()
 
     # -- Kafka
     bootstrap_servers: str = _setting("localhost:9092", "Kafka bootstrap servers, HOST:PORT[,HOST:PORT]")
@@ -187,20 +191,25 @@ class ServiceConfig:
             raise ValueError(f"--config {self.config}: params must be an object of names and values, got "
                              f"{type(base['params']).__name__}")
         out = {**base, "model": base.get("model", self.model), "params": dict(base.get("params") or {})}
-        if base and self.model != _default("model"):
+        if base and self._given("model"):
             out["model"] = self.model  # an explicit --model wins over the file and the preset
         out["params"].update(self.param)
         for key, attr in (("half_life", "half_life"), ("multilabel", "multilabel"), ("prune_below", "prune_below"),
-                          ("max_documents", "max_documents"), ("max_bytes", "max_model_bytes"),
-                          ("tokenizer", "tokenizer"), ("mail", "mail")):
-            value = getattr(self, attr, None)
-            if value is not None and value != _default(attr):
-                out[key] = value
+                          ("max_documents", "max_documents"), ("max_bytes", "max_model_bytes")):
+            if self._given(attr):  # a flag or variable wins over the file and the preset, also to say "none"
+                if getattr(self, attr) is None:
+                    out.pop(key, None)
+                else:
+                    out[key] = getattr(self, attr)
             elif base.get(key) is not None:
                 out[key] = base[key]
         if out.get("multilabel") is None:
             out["multilabel"] = self.multilabel
         return out
+
+    def _given(self, name: str) -> bool:
+        """Whether setting ``name`` was set: a flag or variable (:func:`from_args`), or a value other than its default."""
+        return name in self.explicit or getattr(self, name) != _default(name)
 
     def decision(self) -> SpamDecision | None:
         """The spam decision outputs carry: the preset's, the flags on top; ``None`` when neither sets one."""
@@ -328,7 +337,9 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
             except ValueError as exc:  # name the variable: the value alone does not say where it came from
                 raise ValueError(f"{env_var(f.name)}={text!r}: {exc}") from None
     values.update(overrides)
-    return ServiceConfig(**values)
+    config = ServiceConfig(**values)
+    config.explicit = frozenset(values) - {"param"}
+    return config
 
 
 #: ``SGM_*`` variables that are not settings of the service: the dataset folder of ``sgm eval`` and the tests'.

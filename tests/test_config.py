@@ -108,3 +108,18 @@ def test_a_misspelt_variable_is_a_warning_in_the_serve_log(tmp_path, monkeypatch
     assert not [name for name in warnings[0]["variables"] if name.startswith("SGM_DATA_DIR")]
     assert service_config.unknown_variables({"SGM_BOOTSTRAP_SERVER": "x", "SGM_TOP_K": "3"}) == [
         "SGM_BOOTSTRAP_SERVER (did you mean SGM_BOOTSTRAP_SERVERS?)"]
+
+
+def test_a_flag_equal_to_its_default_still_beats_the_config_file_and_the_preset(tmp_path):
+    # --half-life none, --multilabel per_label and --model uc_pd_jm_dp (the defaults) were dropped in favour of
+    # the file's or the preset's values without a word: only values other than the defaults counted as given
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"model": "u_jm", "half_life": 3600, "multilabel": "powerset", "max_documents": 10}))
+    cfg = parse(["--config", str(path), "--half-life", "none", "--multilabel", "per_label"]).model_config()
+    assert cfg.get("half_life") is None and cfg["multilabel"] == "per_label" and cfg["max_documents"] == 10
+    cfg = parse(["--config", str(path)], {"SGM_HALF_LIFE": "none", "SGM_MAX_DOCUMENTS": "none"}).model_config()
+    assert cfg.get("half_life") is None and cfg.get("max_documents") is None and cfg["multilabel"] == "powerset"
+    assert parse(["--config", str(path)]).model_config()["half_life"] == 3600  # nothing given: the file's
+    assert parse(["--preset", "spam", "--model", "uc_pd_jm_dp"]).model_config()["model"] == "uc_pd_jm_dp"
+    assert parse(["--preset", "spam"]).model_config()["model"] != "uc_pd_jm_dp"
+    assert build_model(parse(["--config", str(path), "--half-life", "none"]).model_config()).half_life is None
