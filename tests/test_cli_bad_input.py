@@ -103,6 +103,10 @@ def test_one_line_errors(tmp_path, capsys):
         (["warm", "--model", "uc_pd_jm_dpp"], 2, "sgm warm: unknown affix(es) ['dpp']"),
         (["warm", "--config", str(tmp_path / "missing.json")], 2, "sgm warm: "),
         (["warm", "--config", str(tmp_path / "a.txt")], 2, "sgm warm: "),
+        (["demo", "--model", "uc_zz"], 2, "sgm demo: unknown affix(es) ['zz']"),  # these were SpecError tracebacks
+        (["demo", "--param", "beta=abc"], 2, "sgm demo: beta must be a number"),
+        (["demo", "--param", "beta"], 2, "sgm demo: --param expects NAME=VALUE"),
+        (["demo", "--half-life", "-1"], 2, "sgm demo: half_life must be positive"),
     ]
     for argv, expected_code, message in cases:
         code = main(argv)
