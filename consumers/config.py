@@ -324,7 +324,10 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
             params = {}
             env = environ.get(env_var("param"))
             if env:  # SGM_PARAM="beta=0.3,mu=10"
-                params.update(parse_param(p) for p in env.split(",") if p.strip())
+                try:
+                    params.update(parse_param(p) for p in env.split(",") if p.strip())
+                except argparse.ArgumentTypeError as exc:  # (argparse turns it into a usage error only for flags)
+                    raise ValueError(f"{env_var('param')}={env!r}: {exc}") from None
             params.update(given_flags.get("param") or [])
             values["param"] = params
             continue

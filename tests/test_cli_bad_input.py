@@ -264,7 +264,7 @@ def test_sgm_tune_refuses_a_dev_option_its_protocol_does_not_read(tmp_path, caps
 
 
 @pytest.mark.parametrize("variable,value", [("SGM_HALF_LIFE", "1d"), ("SGM_TRAIN_PARTITIONS", "two"),
-                                            ("SGM_TOP_K", "0")])
+                                            ("SGM_TOP_K", "0"), ("SGM_PARAM", "beta=0.3,mu")])
 def test_a_bad_environment_value_is_one_line(tmp_path, capsys, monkeypatch, variable, value):
     # sgm learn / forget read every SGM_* variable (an env file shared with sgm serve); a bad one was a traceback
     monkeypatch.setenv(variable, value)
