@@ -339,6 +339,9 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
                 values[f.name] = _field_type(f)(text)
             except ValueError as exc:  # name the variable: the value alone does not say where it came from
                 raise ValueError(f"{env_var(f.name)}={text!r}: {exc}") from None
+            choices = f.metadata.get("choices")
+            if choices and values[f.name] is not None and values[f.name] not in choices:  # as argparse does for flags
+                raise ValueError(f"{env_var(f.name)}={text!r}: choose from {', '.join(map(str, choices))}")
     values.update(overrides)
     config = ServiceConfig(**values)
     config.explicit = frozenset(values) - {"param"}

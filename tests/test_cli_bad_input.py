@@ -264,9 +264,11 @@ def test_sgm_tune_refuses_a_dev_option_its_protocol_does_not_read(tmp_path, caps
 
 
 @pytest.mark.parametrize("variable,value", [("SGM_HALF_LIFE", "1d"), ("SGM_TRAIN_PARTITIONS", "two"),
-                                            ("SGM_TOP_K", "0"), ("SGM_PARAM", "beta=0.3,mu")])
+                                            ("SGM_TOP_K", "0"), ("SGM_PARAM", "beta=0.3,mu"),
+                                            ("SGM_LOG_LEVEL", "verbose"), ("SGM_LOG_FORMAT", "xml")])
 def test_a_bad_environment_value_is_one_line(tmp_path, capsys, monkeypatch, variable, value):
-    # sgm learn / forget read every SGM_* variable (an env file shared with sgm serve); a bad one was a traceback
+    # sgm learn / forget read every SGM_* variable (an env file shared with sgm serve); a bad one was a traceback.
+    # SGM_LOG_LEVEL=verbose was a traceback in sgm serve too, and SGM_LOG_FORMAT=xml gave logfmt without a word
     monkeypatch.setenv(variable, value)
     (tmp_path / "a.txt").write_text("hello")
     for argv in (["learn", *memory_args("env"), "--dry-run", "--label", "x", str(tmp_path / "a.txt")],
