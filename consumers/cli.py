@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 #: sub-command name -> (module, one-line help)
@@ -54,7 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "_missing", False):
         parser.error(f"command {args.command!r} is not available in this build")
-    return int(importlib.import_module(args._module).run(args) or 0)
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    except BrokenPipeError:  # the reader left (`sgm score ... | head`): stop quietly, as other tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that flushing stdout at exit does not raise again
+        return 1
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from sgm.stream.kafka import client_kinds
 
@@ -37,6 +37,10 @@ def _setting(default: Any, help: str, *, choices: tuple | None = None, secret: b
 @dataclass
 class ServiceConfig:
     """Settings of one ``sgm serve`` process (see ``docs/CONFIG.md`` for the table)."""
+
+    #: The settings a flag or an ``SGM_*`` variable set (:func:`from_args`): they win over the ``--config``
+    #: file and the preset even when equal to the default (``--half-life none``, ``--model uc_pd_jm_dp``).
+    explicit: ClassVar[frozenset[str]] = frozenset()
 
     # -- Kafka
     bootstrap_servers: str = _setting("localhost:9092", "Kafka bootstrap servers, HOST:PORT[,HOST:PORT]")
@@ -173,28 +177,39 @@ class ServiceConfig:
         """The model configuration dict (the preset's, the ``--config`` file over it, then flags on top)."""
         base: dict[str, Any] = preset(self.preset).model_config() if self.preset else {}
         if self.config:
-            loaded = json.loads(Path(self.config).read_text())
+            try:
+                loaded = json.loads(Path(self.config).read_text(encoding="utf-8"))
+            except ValueError as exc:  # bad JSON or not UTF-8: the parser's message alone does not name the file
+                raise ValueError(f"--config {self.config}: not a JSON configuration ({exc})") from None
             if not isinstance(loaded, dict):
                 raise ValueError(f"--config {self.config}: a model configuration is a JSON object, got "
                                  f"{type(loaded).__name__}")
             base.update(loaded)
         # every key of the file: build_model keeps the options it knows (kernel_sum, node_pruning, an ensemble's
         # bases ...) and refuses a misspelt one, instead of this method dropping what it does not list
+        if not isinstance(base.get("params") or {}, dict):  # (dict() of a list raised a TypeError)
+            raise ValueError(f"--config {self.config}: params must be an object of names and values, got "
+                             f"{type(base['params']).__name__}")
         out = {**base, "model": base.get("model", self.model), "params": dict(base.get("params") or {})}
-        if base and self.model != _default("model"):
+        if base and self._given("model"):
             out["model"] = self.model  # an explicit --model wins over the file and the preset
         out["params"].update(self.param)
         for key, attr in (("half_life", "half_life"), ("multilabel", "multilabel"), ("prune_below", "prune_below"),
-                          ("max_documents", "max_documents"), ("max_bytes", "max_model_bytes"),
-                          ("tokenizer", "tokenizer"), ("mail", "mail")):
-            value = getattr(self, attr, None)
-            if value is not None and value != _default(attr):
-                out[key] = value
+                          ("max_documents", "max_documents"), ("max_bytes", "max_model_bytes")):
+            if self._given(attr):  # a flag or variable wins over the file and the preset, also to say "none"
+                if getattr(self, attr) is None:
+                    out.pop(key, None)
+                else:
+                    out[key] = getattr(self, attr)
             elif base.get(key) is not None:
                 out[key] = base[key]
         if out.get("multilabel") is None:
             out["multilabel"] = self.multilabel
         return out
+
+    def _given(self, name: str) -> bool:
+        """Whether setting ``name`` was set: a flag or variable (:func:`from_args`), or a value other than its default."""
+        return name in self.explicit or getattr(self, name) != _default(name)
 
     def decision(self) -> SpamDecision | None:
         """The spam decision outputs carry: the preset's, the flags on top; ``None`` when neither sets one."""
@@ -309,16 +324,50 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
             params = {}
             env = environ.get(env_var("param"))
             if env:  # SGM_PARAM="beta=0.3,mu=10"
-                params.update(parse_param(p) for p in env.split(",") if p.strip())
+                try:
+                    params.update(parse_param(p) for p in env.split(",") if p.strip())
+                except argparse.ArgumentTypeError as exc:  # (argparse turns it into a usage error only for flags)
+                    raise ValueError(f"{env_var('param')}={env!r}: {exc}") from None
             params.update(given_flags.get("param") or [])
             values["param"] = params
             continue
         if f.name in given_flags:
             values[f.name] = given_flags[f.name]
         elif env_var(f.name) in environ:
-            values[f.name] = _field_type(f)(environ[env_var(f.name)])
+            text = environ[env_var(f.name)]
+            try:
+                values[f.name] = _field_type(f)(text)
+            except ValueError as exc:  # name the variable: the value alone does not say where it came from
+                raise ValueError(f"{env_var(f.name)}={text!r}: {exc}") from None
+            choices = f.metadata.get("choices")
+            if choices and values[f.name] is not None and values[f.name] not in choices:  # as argparse does for flags
+                raise ValueError(f"{env_var(f.name)}={text!r}: choose from {', '.join(map(str, choices))}")
     values.update(overrides)
-    return ServiceConfig(**values)
+    config = ServiceConfig(**values)
+    config.explicit = frozenset(values) - {"param"}
+    return config
+
+
+#: ``SGM_*`` variables that are not settings of the service: the dataset folder of ``sgm eval`` and the tests'.
+OTHER_VARIABLES = {"SGM_DATA_DIR", "SGM_LONG_TESTS", "SGM_E2E_FULL", "SGM_KAFKA_BROKER"}
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """``SGM_*`` variables that no setting reads (a typo such as ``SGM_MODLE``), each with the nearest name.
+
+    >>> unknown_variables({"SGM_MODLE": "u_jm", "SGM_MODEL": "u_jm", "HOME": "/"})
+    ['SGM_MODLE (did you mean SGM_MODEL?)']
+    """
+    import difflib
+
+    environ = os.environ if environ is None else environ
+    known = {env_var(f.name) for f in dataclasses.fields(ServiceConfig)}
+    out = []
+    for name in sorted(environ):
+        if name.startswith("SGM_") and name not in known and name not in OTHER_VARIABLES:
+            near = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+            out.append(f"{name} (did you mean {near[0]}?)" if near else name)
+    return out
 
 
 def markdown_table() -> str:
@@ -331,4 +380,5 @@ def markdown_table() -> str:
 
 if __name__ == "__main__":
     sys.stdout.write("# sgm serve configuration\n\nGenerated from `consumers/config.py` by `python -m sgm.consumers.config`."
-                     " Flags beat environment variables, which beat defaults.\n\n" + markdown_table() + "\n")
+                     " Flags beat environment variables, which beat defaults. An `SGM_*` variable that no setting"
+                     " reads (a typo) is ignored with a warning in `sgm serve`'s log at start.\n\n" + markdown_table() + "\n")

@@ -65,9 +65,16 @@ def build_model(config: Mapping[str, Any]) -> Any:
     if unknown:
         raise SpecError(f"unknown configuration keys: {sorted(unknown)}")
     options: dict[str, Any] = {k: config[k] for k in OPTION_KEYS if config.get(k) is not None}
+    params = config.get("params") or {}
+    for name, value in (("params", params), ("tokenizer", options.get("tokenizer", {}))):
+        if not isinstance(value, Mapping):
+            raise SpecError(f"{name} must be an object of names and values, got {type(value).__name__}")
     if "tokenizer" in options:
         options["tokenizer"] = Tokenizer.from_dict(options["tokenizer"])
-    return model_class(config["model"])(config["model"], **options, **dict(config.get("params") or {}))
+    try:
+        return model_class(config["model"])(config["model"], **options, **dict(params))
+    except TypeError as exc:  # a value of the wrong type in a file ("prune_below": "x", "limits": 3)
+        raise SpecError(f"configuration: {exc}") from None
 
 
 def model_config(model: Any) -> dict[str, Any]:

@@ -107,6 +107,9 @@ class Tokenizer:
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "Tokenizer":
+        unknown = set(data) - {"ngrams", "lowercase", "max_token_length", "binary"}
+        if unknown:  # a misspelt option ("ngram") would leave its default in place, unnoticed
+            raise ValueError(f"unknown tokenizer options: {sorted(unknown)}")
         return cls(
             ngrams=int(data.get("ngrams", 1)),
             lowercase=bool(data.get("lowercase", True)),

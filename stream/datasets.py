@@ -172,9 +172,11 @@ def find_dataset(name: str) -> Path | None:
 def _open_text(path: Path) -> io.TextIOBase:
     with open(path, "rb") as probe:
         compressed = probe.read(2) == _GZIP_MAGIC  # by content, not by name
+    # surrogateescape: bytes that are not UTF-8 reach the line they are on (load_jsonl names it), instead of
+    # failing the read of a whole buffer with no line number
     if compressed:
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+        return gzip.open(path, "rt", encoding="utf-8", errors="surrogateescape")
+    return open(path, encoding="utf-8", errors="surrogateescape")
 
 
 def _field_error(path: Path, line_no: int, message: str) -> ValueError:
@@ -234,6 +236,11 @@ def load_jsonl(path: str | os.PathLike[str], *, limit: int | None = None) -> Ite
                 return
             if not line.strip():
                 continue
+            if not line.isascii():
+                try:
+                    line.encode("utf-8")
+                except UnicodeEncodeError:  # an escaped byte that is not UTF-8
+                    raise _field_error(path, line_no, "not UTF-8") from None
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:

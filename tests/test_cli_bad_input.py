@@ -8,6 +8,7 @@ training topic can be read back and compared with the valid documents; a few run
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -92,12 +93,20 @@ def test_one_line_errors(tmp_path, capsys):
         (["forget", *memory_args(name)], 2, "give ids"),
         (["score", "--state-dir", str(tmp_path / "nowhere"), str(tmp_path / "a.txt")], 2, "no state directory"),
         (["score", "--state-dir", str(tmp_path / "empty"), str(tmp_path / "a.txt")], 2, "no snapshot in"),
+        (["score", "--state-dir", str(tmp_path / "empty"), "--threshold", "-1", str(tmp_path / "a.txt")], 2,
+         "--threshold must lie in (0, 1]"),  # -1 output every label the model knows; 2 no label over it
+        (["score", "--state-dir", str(tmp_path / "empty"), "--threshold", "2", str(tmp_path / "a.txt")], 2,
+         "--threshold must lie in (0, 1]"),
         (["stats", "--state-dir", str(tmp_path / "nowhere")], 2, "no state directory"),
         (["learn", "--bootstrap-servers", "127.0.0.1:9", "--connect-timeout", "1", "--label", "x",
           str(tmp_path / "a.txt")], 2, "no Kafka broker answered at 127.0.0.1:9"),
         (["warm", "--model", "uc_pd_jm_dpp"], 2, "sgm warm: unknown affix(es) ['dpp']"),
         (["warm", "--config", str(tmp_path / "missing.json")], 2, "sgm warm: "),
         (["warm", "--config", str(tmp_path / "a.txt")], 2, "sgm warm: "),
+        (["demo", "--model", "uc_zz"], 2, "sgm demo: unknown affix(es) ['zz']"),  # these were SpecError tracebacks
+        (["demo", "--param", "beta=abc"], 2, "sgm demo: beta must be a number"),
+        (["demo", "--param", "beta"], 2, "sgm demo: --param expects NAME=VALUE"),
+        (["demo", "--half-life", "-1"], 2, "sgm demo: half_life must be positive"),
     ]
     for argv, expected_code, message in cases:
         code = main(argv)
@@ -252,3 +261,93 @@ def test_sgm_tune_refuses_a_dev_option_its_protocol_does_not_read(tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"sgm tune: {named}") and "\n" not in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("variable,value", [("SGM_HALF_LIFE", "1d"), ("SGM_TRAIN_PARTITIONS", "two"),
+                                            ("SGM_TOP_K", "0"), ("SGM_PARAM", "beta=0.3,mu"),
+                                            ("SGM_LOG_LEVEL", "verbose"), ("SGM_LOG_FORMAT", "xml")])
+def test_a_bad_environment_value_is_one_line(tmp_path, capsys, monkeypatch, variable, value):
+    # sgm learn / forget read every SGM_* variable (an env file shared with sgm serve); a bad one was a traceback.
+    # SGM_LOG_LEVEL=verbose was a traceback in sgm serve too, and SGM_LOG_FORMAT=xml gave logfmt without a word
+    monkeypatch.setenv(variable, value)
+    (tmp_path / "a.txt").write_text("hello")
+    for argv in (["learn", *memory_args("env"), "--dry-run", "--label", "x", str(tmp_path / "a.txt")],
+                 ["forget", *memory_args("env"), "--dry-run", "--id", "x"],
+                 ["stats", "--state-dir", str(tmp_path)], ["serve", "--state-dir", str(tmp_path)]):
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert code == 2 and "Traceback" not in out + err, (argv, out, err)
+        assert len(err.strip().splitlines()) == 1, (argv, err)
+        if variable != "SGM_TOP_K":  # a value of the wrong type: the message names where it came from
+            assert f"{variable}={value!r}" in err, (argv, err)
+
+
+def test_a_config_file_that_is_not_json_is_named(tmp_path, capsys, monkeypatch):
+    # the JSON parser's message ("Expecting property name ... line 1 column 2") did not say which file
+    root = logging.getLogger()  # sgm serve sets up its log handler on the root logger: undone after the test
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    (tmp_path / "typo.json").write_text('{model: "u_jm"}')
+    (tmp_path / "binary.json").write_bytes(b"\x1f\x8b\x08\x00\xff\xfe")
+    (tmp_path / "a.jsonl").write_text(json.dumps({"id": "a", "text": "x", "labels": ["a"]}) + "\n")
+    for name in ("typo.json", "binary.json"):
+        path = str(tmp_path / name)
+        for argv in (["serve", "--client", "memory", "--bootstrap-servers", "memory://cfg", "--metrics-address", "",
+                      "--state-dir", str(tmp_path / "state"), "--config", path],
+                     ["warm", "--config", path], ["eval", "--data", str(tmp_path / "a.jsonl"), "--config", path]):
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err
+            assert f"{path}: not a JSON configuration" in err and "Traceback" not in err, (argv, err)
+
+
+def test_output_closed_early_is_not_a_traceback(tmp_path):
+    # `sgm score ... | head -5`: the reader leaves, the next print raised BrokenPipeError with a traceback
+    import subprocess
+
+    from tests.cli_helpers import SGM
+
+    model = MNB("u_jm")
+    model.learn_many(["cheap pills", "meeting notes"], [["spam"], ["ham"]], ids=["s", "h"])
+    SnapshotStore(tmp_path / "state").save(model.to_bytes({"train_offsets": {"0": 2}, "train_topic": "sgm-train"}))
+    (tmp_path / "docs").mkdir()
+    for i in range(50):
+        (tmp_path / "docs" / f"{i:03d}.txt").write_text(f"cheap pills number {i}")
+    process = subprocess.Popen([SGM, "score", "--state-dir", str(tmp_path / "state"), str(tmp_path / "docs")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # as head does once it has its lines
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=120) != 0
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_learning_into_the_memory_client_says_the_records_go_with_the_process(tmp_path, capsys):
+    # `sgm learn --client memory` (or SGM_CLIENT=memory) said "N records are in sgm-train at localhost:9092",
+    # exit 0, and the records vanished with the process
+    (tmp_path / "a.txt").write_text("hello")
+    assert main(["learn", *memory_args(f"gone-{time.monotonic_ns()}"), "--label", "x", str(tmp_path / "a.txt")]) == 0
+    out = capsys.readouterr().out
+    assert "1 records are in sgm-train" in out and "gone when it exits" in out, out
+
+
+@pytest.mark.parametrize("config,message", [
+    ({"model": "uc_jm", "params": [1]}, "params must be an object"),
+    ({"model": "uc_jm", "tokenizer": 2}, "tokenizer must be an object"),
+    ({"model": "uc_jm", "tokenizer": {"ngram": 2}}, "unknown tokenizer options: ['ngram']"),
+    ({"model": "uc_jm", "prune_below": "x"}, "configuration: ")])
+def test_a_config_file_with_a_wrong_type_or_key_is_one_line(tmp_path, capsys, monkeypatch, config, message):
+    # a list for params, a number for tokenizer, a string where a number goes: TypeError/AttributeError tracebacks;
+    # a misspelt tokenizer option ("ngram") was ignored without a word. Nothing listens on port 9: a configuration
+    # that passes goes on to Kafka and fails there after --connect-timeout, with another message.
+    root = logging.getLogger()  # sgm serve sets up its log handler on the root logger: undone after the test
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    (tmp_path / "c.json").write_text(json.dumps(config))
+    (tmp_path / "a.jsonl").write_text(json.dumps({"id": "a", "text": "x", "labels": ["a"]}) + "\n")
+    for argv in (["serve", "--bootstrap-servers", "127.0.0.1:9", "--connect-timeout", "1", "--metrics-address", "",
+                  "--state-dir", str(tmp_path / "state"), "--log-format", "json", "--config", str(tmp_path / "c.json")],
+                 ["eval", "--data", str(tmp_path / "a.jsonl"), "--config", str(tmp_path / "c.json")]):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and "Traceback" not in err, (argv, err)
+        lines = [line for line in err.splitlines() if not line.startswith("{")]  # serve's log lines are JSON
+        assert len(lines) == 1 and message in lines[0], (argv, err)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,38 @@ def test_secrets_are_redacted():
 def test_docs_config_table_is_generated_from_the_code():
     documented = (ROOT / "docs" / "CONFIG.md").read_text()
     assert service_config.markdown_table() in documented, "regenerate: python -m sgm.consumers.config > docs/CONFIG.md"
+
+
+def test_a_misspelt_variable_is_a_warning_in_the_serve_log(tmp_path, monkeypatch, capsys):
+    # SGM_MODLE was ignored without a word: the service ran the default model
+    from sgm.consumers.cli import main
+
+    monkeypatch.setenv("SGM_MODLE", "u_jm")
+    root = logging.getLogger()  # sgm serve sets up its log handler on the root logger: undone after the test
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.setenv("SGM_DATA_DIR", str(tmp_path))  # a variable of sgm eval, not a typo
+    code = main(["serve", "--client", "memory", "--bootstrap-servers", "memory://typo", "--metrics-address", "",
+                 "--state-dir", str(tmp_path), "--log-format", "json", "--model", "uc_zz_jm"])  # stops at the model
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    assert code == 2
+    warnings = [line for line in lines if line["level"] == "warning"]
+    assert len(warnings) == 1 and "SGM_MODLE (did you mean SGM_MODEL?)" in warnings[0]["variables"]
+    assert not [name for name in warnings[0]["variables"] if name.startswith("SGM_DATA_DIR")]
+    assert service_config.unknown_variables({"SGM_BOOTSTRAP_SERVER": "x", "SGM_TOP_K": "3"}) == [
+        "SGM_BOOTSTRAP_SERVER (did you mean SGM_BOOTSTRAP_SERVERS?)"]
+
+
+def test_a_flag_equal_to_its_default_still_beats_the_config_file_and_the_preset(tmp_path):
+    # --half-life none, --multilabel per_label and --model uc_pd_jm_dp (the defaults) were dropped in favour of
+    # the file's or the preset's values without a word: only values other than the defaults counted as given
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"model": "u_jm", "half_life": 3600, "multilabel": "powerset", "max_documents": 10}))
+    cfg = parse(["--config", str(path), "--half-life", "none", "--multilabel", "per_label"]).model_config()
+    assert cfg.get("half_life") is None and cfg["multilabel"] == "per_label" and cfg["max_documents"] == 10
+    cfg = parse(["--config", str(path)], {"SGM_HALF_LIFE": "none", "SGM_MAX_DOCUMENTS": "none"}).model_config()
+    assert cfg.get("half_life") is None and cfg.get("max_documents") is None and cfg["multilabel"] == "powerset"
+    assert parse(["--config", str(path)]).model_config()["half_life"] == 3600  # nothing given: the file's
+    assert parse(["--preset", "spam", "--model", "uc_pd_jm_dp"]).model_config()["model"] == "uc_pd_jm_dp"
+    assert parse(["--preset", "spam"]).model_config()["model"] != "uc_pd_jm_dp"
+    assert build_model(parse(["--config", str(path), "--half-life", "none"]).model_config()).half_life is None

@@ -57,6 +57,18 @@ def test_bad_lines_name_file_and_line(tmp_path, line, message):
         list(load_jsonl(path))
 
 
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_line_that_is_not_utf8_is_named(tmp_path, compress):
+    # the decoder failed on a whole read buffer: "'utf-8' codec can't decode byte 0xff in position 744", no line
+    body = (json.dumps(LINES[0]) + "\n").encode() * 3 + b'{"id": "x", "text": "caf\xe9", "labels": []}\n'
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(gzip.compress(body) if compress else body)
+    with pytest.raises(ValueError, match=r"latin1.jsonl:4: not UTF-8"):
+        list(load_jsonl(path))
+    path.write_bytes((json.dumps(LINES[0] | {"text": "café \ud83d"}) + "\n").encode())  # JSON escapes are not bytes
+    assert next(load_jsonl(path)).text == "café \ud83d"
+
+
 def test_pre_1970_times_are_allowed_in_datasets(tmp_path):
     path = write(tmp_path / "old.jsonl", [LINES[0] | {"ts": "1960-01-01"}], compress=False)
     assert next(load_jsonl(path)).ts == -315619200.0

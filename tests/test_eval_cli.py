@@ -304,3 +304,15 @@ def test_tune_searches_meta_weight_exactly_as_eval_reads_messages(mail_stream_fi
     tuned = json.loads(best.read_text())
     assert 0.05 <= tuned["mail"]["meta_weight"] <= 20 and tuned["mail"]["ngrams"] == 3
     assert main(["eval", "--data", str(mail_stream_file), "--config", str(best)]) == 0
+
+
+def test_a_config_or_base_that_is_a_folder_is_one_line(three_class_split, tmp_path, capsys):
+    # an IsADirectoryError (or PermissionError) from --config / --base was a traceback
+    cases = [["eval", "--data", str(three_class_split), "--config", str(tmp_path)],
+             ["tune", "--data", str(three_class_split), "--config", str(tmp_path), "--out", str(tmp_path / "t.json")],
+             ["ensemble", "--data", str(three_class_split), "--base", str(tmp_path), "--base", str(tmp_path),
+              "--out", str(tmp_path / "e.json")]]
+    for argv in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "Is a directory" in err and len(err.strip().splitlines()) == 1, (argv, err)

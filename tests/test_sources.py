@@ -226,3 +226,33 @@ def test_mboxrd_round_trip(tmp_path, messages):
     found = list(read_paths([path]))
     assert [d.raw for d in found if isinstance(d, SourceDoc)] == raws
     assert not [s for s in found if isinstance(s, Skipped)]
+
+
+def test_jsonl_labels_that_are_not_an_array_are_skipped_not_split(tmp_path):
+    # "labels": "ham" was learned as the three labels h, a, m (the string became one label per character)
+    lines = [{"id": "s", "text": "meeting monday", "labels": "ham"},
+             {"id": "d", "text": "cheap pills", "labels": {"spam": 1}},
+             {"id": "ok", "text": "hello", "labels": ["ham"]}]
+    (tmp_path / "l.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    items = list(read_paths([tmp_path / "l.jsonl"]))
+    assert [(d.id, d.labels) for d in docs(items)] == [("ok", ("ham",))]
+    assert [(s.origin, s.reason) for s in skipped(items)] == [("l.jsonl:1", "wrong_type"), ("l.jsonl:2", "wrong_type")]
+    assert "got string" in skipped(items)[0].detail
+
+
+def test_a_maildir_message_given_alone_keeps_its_id(tmp_path):
+    # `sgm forget ~/Mail/Junk/cur/FILE` (docs/YOUR_DATA.md) must derive the id the maildir gave when learned.
+    # Corpus-style files start with a 'From ' line; one given alone was read as an mbox, which dropped its
+    # last blank line (and would undo '>From' quoting): another id, so forget found nothing to remove.
+    box = tmp_path / "Junk"
+    separator = b"From someone Sat Aug 31 10:00:00 2002\n"
+    write_maildir(box, [separator + MESSAGES[2], separator + MESSAGES[1]])
+    in_maildir = {d.origin.rsplit("/", 1)[-1]: d for d in docs(read_paths([box]))}
+    assert {d.raw for d in in_maildir.values()} == {MESSAGES[2], MESSAGES[1]}
+    for name, doc in in_maildir.items():
+        sub = "cur" if (box / "cur" / name).exists() else "new"
+        alone = docs(read_paths([box / sub / name]))
+        assert [(d.id, d.raw) for d in alone] == [(doc.id, doc.raw)]
+    # a file with two 'From ' lines is still an mbox
+    (tmp_path / "two").write_bytes(mboxrd([MESSAGES[0], MESSAGES[2]]))
+    assert [d.raw for d in docs(read_paths([tmp_path / "two"]))] == [MESSAGES[0], MESSAGES[2]]

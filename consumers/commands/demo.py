@@ -44,17 +44,26 @@ def run(args: argparse.Namespace) -> int:
     from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
     from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client
 
+    from sgm.model import build_model
+
     from ..config import ServiceConfig, parse_param
     from ..logs import setup_logging
     from ..service import Service
     from ..service.kernels import COMPILING, prepare_kernels
 
+    try:  # a typo in --model, --param or --half-life is one line before anything compiles or starts (as sgm warm)
+        model_options = dict(model=args.model, param=dict(parse_param(p) for p in args.param),
+                             half_life=args.half_life)
+        model_config = ServiceConfig(**model_options).model_config()
+        build_model(dict(model_config))
+    except (ValueError, argparse.ArgumentTypeError) as exc:  # SpecError is a ValueError
+        print(f"sgm demo: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     setup_logging("logfmt", "ERROR")
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
-    model_options = dict(model=args.model, param=dict(parse_param(p) for p in args.param), half_life=args.half_life)
     # The first start of a fresh install compiles the model's kernels (numba caches them): say so, and do it
     # before the stream starts, so the latencies below are the service's, not the compiler's.
-    ready = prepare_kernels(ServiceConfig(**model_options).model_config(), many_labels=False,  # a few labels
+    ready = prepare_kernels(model_config, many_labels=False,  # a few labels
                             on_compile=lambda: print(f"sgm demo: {COMPILING}", flush=True))
     if ready.compiled:
         print(f"sgm demo: kernels compiled in {ready.seconds:.1f} s", flush=True)

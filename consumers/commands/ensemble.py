@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 summary = fit_ensemble(docs, configs, setup, args.objective, args.dev_fraction, args.dev_seed,
                                        args.folds, log=say)
-    except (ValueError, FileNotFoundError, json.JSONDecodeError) as exc:
+    except (ValueError, OSError, json.JSONDecodeError) as exc:  # OSError: a folder, no permission
         print(f"sgm ensemble: {exc}", file=sys.stderr)
         return 2
     summary["data"] = str(args.data)

@@ -107,7 +107,10 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     raises :class:`SpecError` when it does not describe a valid model."""
     config: dict[str, Any] = find_preset(args.preset).model_config() if getattr(args, "preset", None) else {}
     if args.config:
-        loaded = json.loads(Path(args.config).read_text(encoding="utf-8"))
+        try:
+            loaded = json.loads(Path(args.config).read_text(encoding="utf-8"))
+        except ValueError as exc:  # bad JSON or not UTF-8: the parser's message alone does not name the file
+            raise SpecError(f"{args.config}: not a JSON configuration ({exc})") from None
         if not isinstance(loaded, dict):
             raise SpecError(f"{args.config}: a configuration is a JSON object")
         config.update(loaded)
@@ -115,7 +118,10 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         config["model"] = args.model
     if "model" not in config:
         raise SpecError("give --model SPEC or --config FILE")
-    params = dict(config.get("params") or {})
+    params = config.get("params") or {}
+    if not isinstance(params, dict):
+        raise SpecError(f"params must be an object of names and values, got {type(params).__name__}")
+    params = dict(params)
     for item in args.param:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
@@ -232,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
         config = config_from_args(args)
         docs = load_examples(args.data, limit=args.limit)
         setup = setup_from_args(args, docs)
-    except (SpecError, ValueError, FileNotFoundError, json.JSONDecodeError) as exc:
+    except (SpecError, ValueError, OSError, json.JSONDecodeError) as exc:  # OSError: a folder, no permission
         print(f"sgm eval: {exc}", file=sys.stderr)
         return 2
     report = evaluate(config, docs, setup, progress=args.progress, keep_outcomes=True)

@@ -68,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
     if args.top_k < 1:
         print("sgm score: --top-k must be at least 1", file=sys.stderr)
         return 2
+    if args.threshold is not None and not 0 < args.threshold <= 1:  # a typo: every label, or none over it
+        print(f"sgm score: --threshold must lie in (0, 1], got {args.threshold!r}", file=sys.stderr)
+        return 2
     saved = client = None
     try:
         config = service_config.from_args(args)

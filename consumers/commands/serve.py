@@ -35,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
         return _cannot_start(exc, logged=False)  # (no log handler before the configuration is read)
     setup_logging(cfg.log_format, cfg.log_level)
     log.info("configuration", extra={"config": cfg.redacted()})
+    unknown = service_config.unknown_variables()
+    if unknown:  # a misspelt variable would otherwise leave its setting at the default, unnoticed
+        log.warning("unknown SGM_* environment variables ignored", extra={"variables": unknown})
     stop = threading.Event()
 
     def on_signal(signum, _frame) -> None:  # finish the batch, snapshot, commit, exit 0

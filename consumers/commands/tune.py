@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             if setup.mode != "split" or not is_multilabel(docs) or \
                     prepare_config(config, docs).get("multilabel") != "powerset":
                 raise ValueError("--choose-label-threshold needs multi-label data in split mode and powerset output")
-    except (SpecError, ValueError, FileNotFoundError, json.JSONDecodeError) as exc:
+    except (SpecError, ValueError, OSError, json.JSONDecodeError) as exc:  # OSError: a folder, no permission
         print(f"sgm tune: {exc}", file=sys.stderr)
         return 2
 

@@ -27,7 +27,11 @@ __all__ = ["send_training"]
 def send_training(job: str, args: argparse.Namespace, items: Iterable[SourceDoc | Skipped]) -> int:
     """Send ``items`` as ``job`` records (``learn`` or ``forget``); print the summary; the exit code."""
     command = f"sgm {job}"
-    config = service_config.from_args(args)
+    try:
+        config = service_config.from_args(args)
+    except ValueError as exc:  # an SGM_* variable with a value of the wrong type
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
     dry_run = getattr(args, "dry_run", False)
     sender = None
     if not dry_run:
@@ -73,6 +77,8 @@ def send_training(job: str, args: argparse.Namespace, items: Iterable[SourceDoc 
     if sender is not None and tally.done:
         end = _log_end(client, config.train_topic)
         where = f"{config.train_topic} at {config.bootstrap_servers}"
+        if config.client == "memory":  # (SGM_CLIENT=memory copied from a test set-up): no service will ever read them
+            where += " (--client memory: this process's own in-memory broker; they are gone when it exits)"
         print(f"{command}: {tally.done:,} records are in {where}" + (
             f"; the training log ends at {end:,}: a model at version {end:,} or later includes them "
             "(sgm stats shows a model's version)" if end is not None else ""))

@@ -8,8 +8,8 @@ file                                   read as
 =====================================  ==========================================
 ``*.jsonl``, ``*.ndjson`` (``.gz`` too)  JSON Lines records (:mod:`.jsonl`)
 a folder with ``cur/`` or ``new/``       a maildir (:mod:`.mail`)
-``*.mbox``, or starts with ``From ``     an mbox
-``*.eml``, or starts with a header       one whole message
+``*.mbox``, or ``From `` lines           an mbox
+``*.eml``, or starts with a header       one whole message (also after one ``From `` line)
 anything else                            one text document per file
 =====================================  ==========================================
 
@@ -126,8 +126,28 @@ def _kind(path: Path, fmt: str) -> str:
     except OSError:
         return "text"  # reported by the text reader
     if head.startswith(b"From ") and looks_like_mail(head.split(b"\n", 1)[-1]):
-        return "mbox"
+        return "mbox" if _holds_another_message(path) else "mail"
     return "mail" if looks_like_mail(head) else "text"
+
+
+def _holds_another_message(path: Path) -> bool:
+    """Whether a file that starts with a ``From `` line has a second one (an mbox), or is one message after it.
+
+    One message with a ``From `` line on top (the SpamAssassin corpus's files, a maildir's) is read as the
+    maildir reads it, so that it keeps its id when given alone (``sgm forget FILE``); the mbox reader would
+    drop its last blank line and undo ``>From`` quoting, which gave it another id.
+    """
+    try:
+        with open(path, "rb") as handle:
+            handle.readline()
+            size = 0
+            for line in handle:
+                size += len(line)
+                if line.startswith(b"From ") or size > MAX_MESSAGE_BYTES:
+                    return True
+    except OSError:
+        return True  # the mbox reader reports it
+    return False
 
 
 def _read_file(path: Path, base: Path, fmt: str, ids: str) -> Iterator[SourceDoc | Skipped]:

@@ -106,9 +106,10 @@ def _document(line: bytes, origin: str, ids: str) -> SourceDoc | Skipped:
     if doc_id is None:
         doc_id = record_content_id(obj) if ids == "content" else origin
     labels = obj.get("labels")
-    return SourceDoc(id=doc_id, origin=origin, labels=tuple(labels) if isinstance(labels, list) else
-                     (() if labels is None else labels), text=obj.get("text"), terms=obj.get("terms"), raw=raw,
-                     ts=obj.get("ts"))
+    if labels is not None and not isinstance(labels, list):  # a string would become one label per character
+        return Skipped(origin, "wrong_type", f"labels must be an array of strings, got {_type_name(labels)}")
+    return SourceDoc(id=doc_id, origin=origin, labels=() if labels is None else tuple(labels),
+                     text=obj.get("text"), terms=obj.get("terms"), raw=raw, ts=obj.get("ts"))
 
 
 def _type_name(value: object) -> str:
