@@ -158,6 +158,20 @@ def test_what_a_user_sees_on_stderr(tmp_path):
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
+def test_one_shot_commands_take_the_connect_timeout_from_the_environment_too(tmp_path):
+    """``sgm learn``/``forget``/``score`` say SGM_* variables work: SGM_CONNECT_TIMEOUT is one of them (it was
+    ignored for the commands' own 15 s default), and the flag still beats it."""
+    (tmp_path / "a.txt").write_text("cheap pills")
+    for argv, env, said in ((["learn", "--label", "x", str(tmp_path / "a.txt")], {"SGM_CONNECT_TIMEOUT": "1"}, "1 s"),
+                            (["score", str(tmp_path / "a.txt")], {"SGM_CONNECT_TIMEOUT": "1"}, "1 s"),
+                            (["learn", "--label", "x", "--connect-timeout", "2", str(tmp_path / "a.txt")],
+                             {"SGM_CONNECT_TIMEOUT": "300"}, "2 s")):
+        started = time.monotonic()
+        done = sgm(*argv, "--bootstrap-servers", "127.0.0.1:9", check=False, env=env)
+        assert done.returncode == 2 and f"within {said}" in done.stderr, done.stderr
+        assert time.monotonic() - started < 12  # not the 15 s default
+
+
 def test_broker_port_in_use_is_one_line(tmp_path):
     import socket
 

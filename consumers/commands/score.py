@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         if args.state_dir is not None:
             saved = load_saved_model(args.state_dir)
         else:
-            client = connect(config, args.connect_timeout)
+            client = connect(config)
     except (NoSnapshot, Unreachable, ValueError) as exc:
         print(f"sgm score: {exc}", file=sys.stderr)
         return 2

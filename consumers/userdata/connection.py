@@ -19,7 +19,7 @@ from sgm.stream.kafka import Client, KafkaTransportError, open_client
 
 from .. import config as service_config
 
-__all__ = ["DECISION_SETTINGS", "KAFKA_SETTINGS", "Unreachable", "add_decision_arguments", "add_kafka_arguments",
+__all__ = ["COMMAND_CONNECT_TIMEOUT", "DECISION_SETTINGS", "KAFKA_SETTINGS", "Unreachable", "add_decision_arguments", "add_kafka_arguments",
            "connect"]
 
 #: The service settings these commands read: where the topics are and how to connect.
@@ -29,6 +29,10 @@ KAFKA_SETTINGS = {
     "sasl_username", "sasl_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname",
     "fetch_wait_ms",
 }  # fmt: skip
+
+#: How long these one-shot commands wait for a broker when neither ``--connect-timeout`` nor
+#: ``SGM_CONNECT_TIMEOUT`` says (``sgm serve`` retries until it works by default; a command should not).
+COMMAND_CONNECT_TIMEOUT = 15.0
 
 
 #: The service settings of a spam decision (consumers/decision.py): ``sgm score --state-dir`` applies it as the
@@ -44,8 +48,10 @@ def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("Kafka (the same settings as sgm serve; SGM_* variables work too)")
     exclude = tuple(f.name for f in dataclasses.fields(service_config.ServiceConfig) if f.name not in KAFKA_SETTINGS)
     service_config.add_arguments(group, exclude=exclude)
-    group.add_argument("--connect-timeout", type=float, default=15.0, metavar="SECONDS",
-                       help="give up when the broker does not answer within this time (default 15)")
+    # the service's setting (so SGM_CONNECT_TIMEOUT works), with this command's own default in its help
+    group.add_argument("--connect-timeout", dest="connect_timeout", type=float, default=argparse.SUPPRESS,
+                       metavar="SECONDS", help="give up when the broker does not answer within this time "
+                       f"[env {service_config.env_var('connect_timeout')}; default {COMMAND_CONNECT_TIMEOUT:g}]")
 
 
 def add_decision_arguments(parser: argparse.ArgumentParser, title: str) -> None:
@@ -55,8 +61,10 @@ def add_decision_arguments(parser: argparse.ArgumentParser, title: str) -> None:
     service_config.add_arguments(group, exclude=exclude)
 
 
-def connect(config: service_config.ServiceConfig, timeout: float) -> Client:
-    """A client of ``config``'s cluster whose four topics exist (created when ``config.create_topics``)."""
+def connect(config: service_config.ServiceConfig) -> Client:
+    """A client of ``config``'s cluster whose four topics exist (created when ``config.create_topics``), within
+    ``config.connect_timeout`` seconds (:data:`COMMAND_CONNECT_TIMEOUT` when it is not set)."""
+    timeout = COMMAND_CONNECT_TIMEOUT if config.connect_timeout is None else config.connect_timeout
     client = open_client(config.client, config.kafka())
     deadline = time.monotonic() + timeout
     while True:

@@ -36,7 +36,7 @@ def send_training(job: str, args: argparse.Namespace, items: Iterable[SourceDoc 
     sender = None
     if not dry_run:
         try:
-            client = connect(config, args.connect_timeout)
+            client = connect(config)
         except Unreachable as exc:
             print(f"{command}: {exc}", file=sys.stderr)
             return 2
