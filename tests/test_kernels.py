@@ -137,3 +137,17 @@ def test_warm_cache_service_compiles_nothing(tmp_path):
     result = json.loads(served.stdout.strip().splitlines()[-1])
     assert result == {"at_start": 0, "after_start": [], "documents": 1}, result
     assert COMPILING not in served.stderr and "kernels compiled" not in served.stderr
+
+
+def test_warm_takes_an_explicit_model_over_the_preset_even_when_it_is_the_default():
+    """``sgm warm --preset spam --model uc_pd_jm_dp`` warms what ``sgm serve`` with the same flags serves."""
+    import argparse
+
+    from sgm.consumers.commands.warm import add_arguments, configurations
+    from sgm.consumers.config import ServiceConfig
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    default_model = ServiceConfig().model
+    (name, cfg), = configurations(parser.parse_args(["--preset", "spam", "--model", default_model]))
+    assert cfg["model"] == default_model != ServiceConfig(preset="spam").model_config()["model"]

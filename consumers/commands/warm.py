@@ -39,7 +39,9 @@ def configurations(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]
         given = {"preset": args.preset, "config": args.config, "param": dict(parse_param(p) for p in args.param)}
         if args.model:
             given["model"] = args.model
-        cfg = ServiceConfig(**given).model_config()
+        service = ServiceConfig(**given)
+        service.explicit = frozenset(given) - {"param"}  # a --model equal to the default still beats the preset
+        cfg = service.model_config()
         return [(cfg["model"], cfg)]
     return default_configurations()
 
