@@ -172,6 +172,16 @@ def test_one_shot_commands_take_the_connect_timeout_from_the_environment_too(tmp
         assert time.monotonic() - started < 12  # not the 15 s default
 
 
+def test_the_configuration_log_line_names_the_model_that_will_run(tmp_path):
+    """Under ``--preset spam`` the start-up line said the "model" setting's default, not the preset's model."""
+    from sgm.consumers.config import ServiceConfig
+
+    done = sgm("serve", "--preset", "spam", "--bootstrap-servers", "127.0.0.1:9", "--connect-timeout", "1",
+               "--metrics-address", "", "--state-dir", str(tmp_path / "state"), check=False)
+    line = next(json.loads(text) for text in done.stderr.splitlines() if '"configuration"' in text)
+    assert line["config"]["model"] == ServiceConfig(preset="spam").model_config()["model"] != ServiceConfig().model
+
+
 def test_broker_port_in_use_is_one_line(tmp_path):
     import socket
 

@@ -34,7 +34,12 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         return _cannot_start(exc, logged=False)  # (no log handler before the configuration is read)
     setup_logging(cfg.log_format, cfg.log_level)
-    log.info("configuration", extra={"config": cfg.redacted()})
+    settings = cfg.redacted()
+    try:  # the model the preset / --config file / flags resolve to, not the "model" setting's default
+        settings["model"] = cfg.model_config()["model"]
+    except (ValueError, OSError):
+        pass  # a bad configuration file: prepare() below says so in one line
+    log.info("configuration", extra={"config": settings})
     unknown = service_config.unknown_variables()
     if unknown:  # a misspelt variable would otherwise leave its setting at the default, unnoticed
         log.warning("unknown SGM_* environment variables ignored", extra={"variables": unknown})
