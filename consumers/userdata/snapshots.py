@@ -59,8 +59,9 @@ def load_saved_model(state_dir: str | os.PathLike, max_bytes: int = 8 * 1024**3)
             store = SnapshotStore(folder, max_bytes=max_bytes)
             found = store.latest()
             if found is None:
-                raise NoSnapshot(f"no snapshot in {str(folder)!r} yet (a service writes one after its first "
-                                 "training records, and when it stops)")
+                raise NoSnapshot(f"no snapshot in {str(folder)!r} yet (a service writes one --snapshot-every-seconds "
+                                 "(30 s) after its first training records, every --snapshot-every-records, and when "
+                                 "it stops)")
             path, data = found
             model, extra = loads(data, max_bytes=max_bytes)
             return SavedModel(model, path, len(data), dict(extra))
