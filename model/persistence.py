@@ -406,8 +406,13 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
     state.free_stack = np.zeros(max(len(state.ent_refs), 16), dtype=np.int64)
     state.free_top = len(a["ent_free"])
     state.free_stack[: state.free_top] = a["ent_free"]
-    if state.free_top > used or (state.free_top and (a["ent_free"].max() >= used or a["ent_free"].min() < 0)):
-        raise SnapshotError("free slot list out of range")
+    free = a["ent_free"]
+    if state.free_top > used or (state.free_top and (free.max() >= used or free.min() < 0 or len(np.unique(free)) != len(free)
+                                                     or (a["ent_refs"][free] != 0).any())):
+        raise SnapshotError("free slot list out of range, repeated or naming entries in use")
+    live = a["ent_refs"] > 0
+    if used and (np.bincount(a["ent_class"][live], minlength=n_cls)[:n_cls] != a["cls_entries"]).any():
+        raise SnapshotError("the entries per class disagree with the entries")
     arena = TermArena()
     arena.slot, arena.cls = a["arena_slot"], a["arena_cls"]
     arena.start, arena.length, arena.capacity = a["arena_start"], a["arena_length"], a["arena_capacity"]
@@ -424,6 +429,8 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
                        or (a["ent_term"][slots] != np.repeat(np.arange(n_terms), lengths)).any()
                        or (a["ent_class"][slots] != arena.cls[held]).any()):
         raise SnapshotError("the term arena refers to entries of other terms or classes")
+    if len(slots) != int(live.sum()):
+        raise SnapshotError("the term arena does not hold every entry once")
     ids = _unpack_strings(a["doc_ids"], a["doc_id_lengths"])
     for name, size in (("doc_classes", n_cls), ("doc_terms", n_terms)):
         if len(a[name]) and (a[name].min() < 0 or a[name].max() >= size):
@@ -450,6 +457,8 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
         setattr(state, name, total)
     _restore_residuals(state, scalars.get("residuals") or {}, sizes)
     arena.garbage = _number(scalars["arena_garbage"], "scalars.arena_garbage", integer=True)
+    if not 0 <= arena.garbage <= arena.used or state.n_vocab != int((arena.length > 0).sum()):
+        raise SnapshotError("the arena's garbage or the vocabulary size disagrees with the arena")
     if state.n_docs != len(state.docs) or state.ent_used != used:
         raise SnapshotError("document or entry counts disagree with the header")
     state.restored()

@@ -7,8 +7,11 @@ The compiled loops index those without bounds checks, so an out-of-range value
 there used to load fine and then crash the process with SIGSEGV at the first
 scoring (arena classes or slots), or escape ``load`` as an ``IndexError`` /
 ``OverflowError`` instead of a :class:`SnapshotError` (``sgm serve`` then
-printed a traceback instead of "refusing to start"). Each case below was one
-of those; every one is now a :class:`SnapshotError`.
+printed a traceback instead of "refusing to start"). Derived counts outside
+the checksum (entries per class, the vocabulary size V of the uniform
+background, the arena's garbage) loaded too, and then failed an assertion at
+the next learn or forget, or changed every score silently (V). Each case
+below was one of those; every one is now a :class:`SnapshotError`.
 """
 from __future__ import annotations
 
@@ -54,11 +57,23 @@ CASES = {
     "arena_length": [lambda a: np.full_like(a, -1)],
     "class_free": [biggest],  # IndexError at the next new class
     "term_free": [biggest],  # SIGABRT / SIGSEGV at the next new term
-    "ent_free": [lambda a: np.full_like(a, -1)],
+    "ent_free": [lambda a: np.full_like(a, -1), lambda a: np.concatenate([a, a[-1:]])],  # AssertionError at use
+    "cls_entries": [lambda a: a + 1],  # AssertionError at use
     "doc_classes": [biggest],  # IndexError out of load
     "doc_terms": [biggest],  # IndexError out of load
     "doc_seq": [lambda a: np.full_like(a, -1)],  # OverflowError out of load
 }
+
+
+def header_scalar(name: str, value: int):
+    def change(data: bytes) -> bytes:
+        meta, arrays = members_of(data)
+        return archive_of(dict(meta, scalars=dict(meta["scalars"], **{name: value})), arrays)
+    return change
+
+
+HEADER_CASES = [header_scalar("n_vocab", 10**30), header_scalar("n_vocab", 1),  # OverflowError at use / other scores
+                header_scalar("arena_garbage", 10**30), header_scalar("arena_garbage", -1)]
 
 
 @pytest.mark.parametrize("kind", sorted(CONFIGS))
@@ -71,3 +86,7 @@ def test_out_of_range_structures_are_refused_on_load(kind):
             with pytest.raises(SnapshotError):
                 loads(crafted)
                 pytest.fail(f"{kind}: {name} change {number} was loaded")
+    for number, change in enumerate(HEADER_CASES):
+        with pytest.raises(SnapshotError):
+            loads(change(data))
+            pytest.fail(f"{kind}: header change {number} was loaded")
