@@ -423,14 +423,15 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
         raise SnapshotError("term arena regions out of bounds")
     # The compiled loops index entries and classes by the arena's values without bounds checks (the state
     # checksum does not cover this layout): a region must hold its own term's entries, by their classes.
+    # (Counted first: regions that overlap could otherwise ask for a gather of terms x arena size.)
+    if int(arena.length[:n_terms].sum()) != int(live.sum()):
+        raise SnapshotError("the term arena does not hold every entry once")
     held, lengths = arena.ranges(np.arange(n_terms))
     slots = arena.slot[held]
     if len(slots) and (slots.min() < 0 or slots.max() >= used
                        or (a["ent_term"][slots] != np.repeat(np.arange(n_terms), lengths)).any()
                        or (a["ent_class"][slots] != arena.cls[held]).any()):
         raise SnapshotError("the term arena refers to entries of other terms or classes")
-    if len(slots) != int(live.sum()):
-        raise SnapshotError("the term arena does not hold every entry once")
     ids = _unpack_strings(a["doc_ids"], a["doc_id_lengths"])
     for name, size in (("doc_classes", n_cls), ("doc_terms", n_terms)):
         if len(a[name]) and (a[name].min() < 0 or a[name].max() >= size):

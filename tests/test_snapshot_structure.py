@@ -54,7 +54,7 @@ CASES = {
     "arena_cls": [lambda a: a[:0], biggest, lambda a: np.full_like(a, -1)],  # SIGSEGV at scoring (first two)
     "arena_slot": [biggest, lambda a: np.full_like(a, -1)],
     "arena_start": [lambda a: np.full_like(a, -1)],
-    "arena_length": [lambda a: np.full_like(a, -1)],
+    "arena_length": [lambda a: np.full_like(a, -1), lambda a: np.where(a > 0, a + 1, a)],
     "class_free": [biggest],  # IndexError at the next new class
     "term_free": [biggest],  # SIGABRT / SIGSEGV at the next new term
     "ent_free": [lambda a: np.full_like(a, -1), lambda a: np.concatenate([a, a[-1:]])],  # AssertionError at use
