@@ -329,13 +329,14 @@ def load(handle: BinaryIO, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Model
         raise SnapshotError("snapshot content does not match its checksum (corrupt or tampered)")
     try:
         model = _rebuild(meta, arrays)
+        stored = meta.get("state_checksum")  # computed in here too: it reads what was rebuilt
+        matches = state_checksum(model) == stored or state_checksum(model, legacy=True) == stored
     except SnapshotError:
         raise
     except (KeyError, IndexError, ValueError, TypeError, AssertionError, AttributeError, OverflowError,
             RecursionError) as exc:  # a crafted header: wrong types or shapes anywhere
         raise SnapshotError(f"snapshot is inconsistent: {exc!r}") from None
-    stored = meta.get("state_checksum")
-    if state_checksum(model) != stored and state_checksum(model, legacy=True) != stored:
+    if not matches:
         raise SnapshotError("restored model does not match the snapshot's state checksum")
     return model, meta.get("extra", {})
 
@@ -358,7 +359,10 @@ def _load_array(name: str, raw: bytes) -> np.ndarray:
 
 
 def _interner(names: list[str | None], free: np.ndarray) -> Interner:
-    interner = Interner(names, free.tolist())
+    free_ids = free.tolist()
+    if len(set(free_ids)) != len(free_ids) or any(not 0 <= i < len(names) or names[i] is not None for i in free_ids):
+        raise SnapshotError("the free list holds an id that is out of range, repeated or in use")
+    interner = Interner(names, free_ids)
     if len(interner.ids) + len(interner.free) != len(names):
         raise SnapshotError("id table and free list disagree")
     return interner
@@ -402,16 +406,36 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
     state.free_stack = np.zeros(max(len(state.ent_refs), 16), dtype=np.int64)
     state.free_top = len(a["ent_free"])
     state.free_stack[: state.free_top] = a["ent_free"]
-    if state.free_top > used or (state.free_top and a["ent_free"].max() >= used):
-        raise SnapshotError("free slot list out of range")
+    free = a["ent_free"]
+    if state.free_top > used or (state.free_top and (free.max() >= used or free.min() < 0 or len(np.unique(free)) != len(free)
+                                                     or (a["ent_refs"][free] != 0).any())):
+        raise SnapshotError("free slot list out of range, repeated or naming entries in use")
+    live = a["ent_refs"] > 0
+    if used and (np.bincount(a["ent_class"][live], minlength=n_cls)[:n_cls] != a["cls_entries"]).any():
+        raise SnapshotError("the entries per class disagree with the entries")
     arena = TermArena()
     arena.slot, arena.cls = a["arena_slot"], a["arena_cls"]
     arena.start, arena.length, arena.capacity = a["arena_start"], a["arena_length"], a["arena_capacity"]
     arena.used = len(arena.slot)
     state.arena = arena
-    if (arena.start + arena.capacity > arena.used).any() or (arena.length > arena.capacity).any():
+    if (len(arena.cls) != arena.used or (arena.start + arena.capacity > arena.used).any()
+            or (arena.length > arena.capacity).any() or (arena.start < 0).any() or (arena.length < 0).any()):
         raise SnapshotError("term arena regions out of bounds")
+    # The compiled loops index entries and classes by the arena's values without bounds checks (the state
+    # checksum does not cover this layout): a region must hold its own term's entries, by their classes.
+    # (Counted first: regions that overlap could otherwise ask for a gather of terms x arena size.)
+    if int(arena.length[:n_terms].sum()) != int(live.sum()):
+        raise SnapshotError("the term arena does not hold every entry once")
+    held, lengths = arena.ranges(np.arange(n_terms))
+    slots = arena.slot[held]
+    if len(slots) and (slots.min() < 0 or slots.max() >= used
+                       or (a["ent_term"][slots] != np.repeat(np.arange(n_terms), lengths)).any()
+                       or (a["ent_class"][slots] != arena.cls[held]).any()):
+        raise SnapshotError("the term arena refers to entries of other terms or classes")
     ids = _unpack_strings(a["doc_ids"], a["doc_id_lengths"])
+    for name, size in (("doc_classes", n_cls), ("doc_terms", n_terms)):
+        if len(a[name]) and (a[name].min() < 0 or a[name].max() >= size):
+            raise SnapshotError(f"{name} refers to an unknown id")
     classes = _split(a["doc_classes"], a["doc_class_counts"])
     terms = _split(a["doc_terms"], a["doc_term_counts"])
     weights = _split(a["doc_weights"], a["doc_term_counts"])
@@ -434,6 +458,8 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
         setattr(state, name, total)
     _restore_residuals(state, scalars.get("residuals") or {}, sizes)
     arena.garbage = _number(scalars["arena_garbage"], "scalars.arena_garbage", integer=True)
+    if not 0 <= arena.garbage <= arena.used or state.n_vocab != int((arena.length > 0).sum()):
+        raise SnapshotError("the arena's garbage or the vocabulary size disagrees with the arena")
     if state.n_docs != len(state.docs) or state.ent_used != used:
         raise SnapshotError("document or entry counts disagree with the header")
     state.restored()

@@ -1,0 +1,64 @@
+"""A training consumer stuck on a record a fresh consumer can fetch is re-created; the record is not skipped.
+
+``StallWatch`` probes a partition whose records wait beyond the model's
+offset while nothing arrives (consumers/service/stalls.py). The real-broker
+test (tests/test_field_faults.py, 4) covers the record nobody can fetch: it is
+dead-lettered and skipped. This covers the other outcome, which must not lose
+anything: the probe fetches the record, so only the service's consumer was
+stuck (``fetchable``); it is replaced at the model's offsets, every record is
+learned once, and no dead letter is written. Memory transport; the first
+training consumer returns nothing, ever.
+"""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+from sgm.stream.kafka import KafkaConfig, open_client
+from tests.service_helpers import start_service
+from tests.test_consumer_reset import FirstConsumerBroken
+from tests.test_chaos import FlakyConsumer, memory_config, read_all
+
+
+class StuckConsumer(FlakyConsumer):
+    """Polls return nothing although records wait (a client stuck on a fetch)."""
+
+    def poll(self, max_records: int = 500, timeout: float = 1.0):
+        time.sleep(min(timeout, 0.01))
+        return []
+
+
+class FirstTrainingConsumerStuck(FirstConsumerBroken):
+    def consumer(self, group_id=None, **kwargs):  # noqa: ANN001
+        inner = self.inner.consumer(group_id, **kwargs)
+        if group_id is None and not self.broken:
+            self.broken += 1
+            return StuckConsumer(inner, self.plan)
+        return FlakyConsumer(inner, self.plan)
+
+
+def test_a_stuck_consumer_on_a_fetchable_record_is_replaced_and_nothing_is_skipped(tmp_path):
+    name = f"stall-{uuid.uuid4().hex[:8]}"
+    cfg = memory_config(name, str(tmp_path), role="trainer", poison_timeout=1.0)
+    plain = open_client("memory", KafkaConfig(bootstrap_servers=cfg.bootstrap_servers))
+    plain.admin().create_topics([(cfg.train_topic, 1, 1), (cfg.dlq_topic, 1, 1)])
+    producer = plain.producer()
+    for i in range(20):
+        producer.send(cfg.train_topic, json.dumps({"id": f"t{i}", "text": f"word{i % 3}", "labels": ["a"]}).encode())
+    producer.flush()
+    client = FirstTrainingConsumerStuck(plain, scoring=False)
+    running = start_service(cfg, client)
+    service = running.service
+    try:
+        deadline = time.monotonic() + 30
+        while len(service.model) < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        running.halt()
+    assert client.broken == 1
+    assert len(service.model) == 20 and service.train_offsets == {0: 20}
+    assert read_all(plain, cfg.dlq_topic) == []
+    stalls = service.metrics.registry.get_sample_value
+    assert stalls("sgm_partition_stalls_total", {"source": "train", "outcome": "fetchable"}) == 1
+    assert stalls("sgm_partition_stalls_total", {"source": "train", "outcome": "skipped"}) in (None, 0.0)
