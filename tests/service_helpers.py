@@ -52,6 +52,20 @@ def compile_kernels_for(config: ServiceConfig) -> None:
         return
 
 
+def run_until_idle(service: Service) -> None:
+    """Step a started in-process service until three steps in a row find nothing to do."""
+    idle = 0
+    while idle < 3:
+        idle = 0 if service.step() else idle + 1
+
+
+def wait_for_documents(service: Service, count: int, timeout: float = 30.0) -> None:
+    """Wait until a running service's model holds ``count`` documents, or ``timeout`` passes (the caller asserts)."""
+    deadline = time.monotonic() + timeout
+    while len(service.model) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def start_service(config: ServiceConfig, client: Client) -> Running:
     """Start a Service in a thread; its start() creates the topics before anything is produced.
 

@@ -19,7 +19,7 @@ import pytest
 from sgm.consumers.service.retry import RESET_AFTER_ERRORS
 from sgm.stream.kafka import KafkaConfig, KafkaTransportError, open_client
 from sgm.stream.records import parse_output
-from tests.service_helpers import read_topic, start_service
+from tests.service_helpers import read_topic, start_service, wait_for_documents
 from tests.test_chaos import FlakyClient, FlakyConsumer, memory_config
 
 
@@ -70,9 +70,7 @@ def test_a_consumer_that_keeps_failing_is_replaced(tmp_path, stage):
     producer.flush()
     try:
         outputs = read_topic(plain, cfg.output_topic, lambda records: len(records) >= 10, timeout=60.0)
-        deadline = time.monotonic() + 30
-        while len(service.model) < 30 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for_documents(service, 30)
     finally:
         running.halt()
     assert client.broken == 1

@@ -17,6 +17,7 @@ from sgm.consumers.service.dead_letters import DLQ_MAX_HEADER_BYTES, DLQ_MAX_KEY
 from sgm.stream.kafka import KafkaConfig, open_client
 from sgm.stream.records import Reason, parse_dead_letter
 from tests.test_hostile_input import dumps, read_topic, service_config
+from tests.service_helpers import run_until_idle
 
 KEY = bytes(range(256)) * 20  # 5,120 bytes, every byte value
 HEADERS = [(f"h{i}", bytes([i]) * 8000) for i in range(3)]  # 24,000 bytes of values
@@ -37,9 +38,7 @@ def test_huge_keys_and_headers_are_cut_and_the_cut_is_noted():
         service = Service(cfg, client=client)
         service.start()
         try:
-            idle = 0
-            while idle < 3:
-                idle = 0 if service.step() else idle + 1
+            run_until_idle(service)
         finally:
             service.close()
         letters = [parse_dead_letter(r.value) for r in read_topic(client, cfg.dlq_topic)]

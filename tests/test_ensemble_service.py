@@ -28,7 +28,7 @@ from sgm.model.persistence import SnapshotError, load, loads
 from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client
 from sgm.stream.records import encode_score, parse_output, ScoreRecord
 from sgm.stream.synthetic import SyntheticConfig, SyntheticStream
-from tests.service_helpers import feed, outputs_by_id, read_topic, reference_model, start_service
+from tests.service_helpers import feed, outputs_by_id, read_topic, reference_model, run_until_idle, start_service
 
 TOPICS = {"sport": "goal match team score league", "money": "bank rate stock market price",
           "food": "recipe cook dinner taste bread"}
@@ -127,12 +127,6 @@ def memory_config(tmp_path, config_path, **overrides) -> ServiceConfig:
                   top_k=3, poll_timeout=0.0, snapshot_every_records=10**9, snapshot_every_seconds=10**9)
     values.update(overrides)
     return ServiceConfig(**values)
-
-
-def run_until_idle(service: Service) -> None:
-    idle = 0
-    while idle < 3:
-        idle = 0 if service.step() else idle + 1
 
 
 def read_outputs(client, topic: str) -> dict:

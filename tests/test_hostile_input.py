@@ -54,6 +54,7 @@ from sgm.stream.records import (
     parse_train,
 )
 from sgm.stream.kafka import KafkaConfig, Record, TopicPartition, open_client
+from tests.service_helpers import run_until_idle
 
 LIMITS = DEFAULT_LIMITS
 ID_POOL = [f"doc-{i}" for i in range(8)]
@@ -180,9 +181,7 @@ def run_memory_service(records: list[tuple[str, bytes]], model: str = "mnb") -> 
                 producer.send(cfg.train_topic if kind == "train" else cfg.score_topic, value, key=b"k")
             producer.flush()
             n_train = sum(kind == "train" for kind, _ in records)
-            idle = 0
-            while idle < 3:  # step() must never raise, whatever the records hold
-                idle = 0 if service.step() else idle + 1
+            run_until_idle(service)  # step() must never raise, whatever the records hold
             assert service.train_offsets.get(0, 0) == n_train
             return check_service_against_oracle(service, client, cfg)
         finally:

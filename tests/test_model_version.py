@@ -30,6 +30,7 @@ from sgm.stream.records import (
     model_version,
     parse_output,
 )
+from tests.service_helpers import run_until_idle
 
 
 def output_bytes(model: dict) -> bytes:
@@ -61,12 +62,6 @@ def test_parser_accepts_a_missing_version_and_rejects_a_bad_one():
         with pytest.raises(InvalidRecord) as info:
             parse_output(value)
         assert info.value.reason is Reason.WRONG_TYPE and "model.version" in info.value.detail
-
-
-def run_until_idle(service: Service) -> None:
-    idle = 0
-    while idle < 3:
-        idle = 0 if service.step() else idle + 1
 
 
 def test_service_stamps_outputs_with_the_training_offsets_it_had_applied(tmp_path):

@@ -16,6 +16,7 @@ from sgm.model import build_model
 from sgm.stream.kafka import KafkaConfig, open_client
 from sgm.stream.records import parse_output
 from tests.test_hostile_input import dumps, read_topic, service_config
+from tests.service_helpers import run_until_idle
 
 N_LABELS = 50
 TRAIN = [({"w": 6.0, "x": 1.0}, "c0")] + [({"w": 1.0, f"o{i}": 6.0}, f"c{i}") for i in range(1, N_LABELS)]
@@ -40,9 +41,7 @@ def serve(tolerance, query):
         service = Service(cfg, client=client)
         service.start()
         try:
-            idle = 0
-            while idle < 3:
-                idle = 0 if service.step() else idle + 1
+            run_until_idle(service)
             outputs = [parse_output(r.value) for r in read_topic(client, cfg.output_topic)]
         finally:
             service.close()

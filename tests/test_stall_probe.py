@@ -16,7 +16,7 @@ import time
 import uuid
 
 from sgm.stream.kafka import KafkaConfig, open_client
-from tests.service_helpers import start_service
+from tests.service_helpers import start_service, wait_for_documents
 from tests.test_consumer_reset import FirstConsumerBroken
 from tests.test_chaos import FlakyConsumer, memory_config, read_all
 
@@ -51,9 +51,7 @@ def test_a_stuck_consumer_on_a_fetchable_record_is_replaced_and_nothing_is_skipp
     running = start_service(cfg, client)
     service = running.service
     try:
-        deadline = time.monotonic() + 30
-        while len(service.model) < 20 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for_documents(service, 20)
     finally:
         running.halt()
     assert client.broken == 1

@@ -21,6 +21,7 @@ from sgm.consumers.config import ServiceConfig
 from sgm.consumers.service import Service
 from sgm.stream.records import TrainRecord, encode_train
 from sgm.stream.kafka import KafkaConfig, KafkaTransportError, TopicPartition, open_client
+from tests.service_helpers import run_until_idle
 
 
 def config(name: str, state_dir: str) -> ServiceConfig:
@@ -28,12 +29,6 @@ def config(name: str, state_dir: str) -> ServiceConfig:
                          score_topic=f"{name}-score", output_topic=f"{name}-out", dlq_topic=f"{name}-dlq",
                          group=f"{name}-g", state_dir=state_dir, metrics_address="", model="u_jm",
                          poll_timeout=0.0, snapshot_every_records=10**9, snapshot_every_seconds=10**9)
-
-
-def run_until_idle(service: Service) -> None:
-    idle = 0
-    while idle < 3:
-        idle = 0 if service.step() else idle + 1
 
 
 @contextlib.contextmanager
