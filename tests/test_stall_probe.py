@@ -15,7 +15,7 @@ import json
 import time
 import uuid
 
-from sgm.stream.kafka import KafkaConfig, open_client
+from sgm.stream.kafka import KafkaConfig, KafkaTransportError, open_client
 from tests.service_helpers import start_service, wait_for_documents
 from tests.test_consumer_reset import FirstConsumerBroken
 from tests.test_chaos import FlakyConsumer, memory_config, read_all
@@ -60,3 +60,58 @@ def test_a_stuck_consumer_on_a_fetchable_record_is_replaced_and_nothing_is_skipp
     stalls = service.metrics.registry.get_sample_value
     assert stalls("sgm_partition_stalls_total", {"source": "train", "outcome": "fetchable"}) == 1
     assert stalls("sgm_partition_stalls_total", {"source": "train", "outcome": "skipped"}) in (None, 0.0)
+
+
+class SilentBroker:
+    """Connections whose training consumer is stuck at offset 0 and whose broker stops answering offset requests
+    once the stall is noticed: the probe cannot tell a poison record from a broker that is down."""
+
+    def __init__(self) -> None:
+        self.answers, self.dropped = True, 0
+        position = lambda tp: 0  # noqa: E731 - the stuck consumer never moves
+        self.train_consumer = type("Stuck", (), {"position": staticmethod(position)})()
+
+    def offsets_reader(self):
+        if not self.answers:
+            raise KafkaTransportError("broker not answering")
+        raise AssertionError("the watch itself reads no offsets")
+
+    def drop_offsets_reader(self) -> None:
+        self.dropped += 1
+
+    def replace_train_consumer(self, offsets) -> None:  # noqa: ANN001
+        raise AssertionError("nothing was found out: the consumer stays")
+
+
+def test_a_stall_while_the_broker_does_not_answer_skips_nothing(tmp_path, caplog):
+    """The probe's inconclusive outcome (``probe_fetch`` returns None): no dead letter, no skip, no stall counted,
+    and the watch probes again only after another ``poison_timeout`` (a frozen broker is not a poison record)."""
+    import logging
+
+    from sgm.consumers.prometheus import ServiceMetrics
+    from sgm.consumers.service.checkpoint import ModelState
+    from sgm.consumers.service.stalls import StallWatch
+    from sgm.model import build_model
+
+    cfg = memory_config(f"silent-{uuid.uuid4().hex[:8]}", str(tmp_path), role="trainer", poison_timeout=5.0)
+    now = [100.0]
+    connections, skipped = SilentBroker(), []
+    metrics = ServiceMetrics("trainer")
+    watch = StallWatch(cfg, ModelState(build_model({"model": "u_jm"})), connections, metrics,
+                       lambda tp, offset, detail: skipped.append(offset), clock=lambda: now[0])
+    watch.check({0: 3})  # records wait beyond offset 0: the stall's clock starts
+    now[0] += 4.0
+    watch.check({0: 3})  # not yet poison_timeout
+    connections.answers = False
+    now[0] += 2.0
+    with caplog.at_level(logging.WARNING, logger="sgm.service"):
+        watch.check({0: 3})
+    assert skipped == [] and connections.dropped == 1
+    assert any("probe inconclusive" in m for m in caplog.messages), caplog.messages
+    stalls = metrics.registry.get_sample_value
+    assert stalls("sgm_partition_stalls_total", {"source": "train", "outcome": "skipped"}) in (None, 0.0)
+    caplog.clear()
+    now[0] += 1.0
+    with caplog.at_level(logging.WARNING, logger="sgm.service"):
+        watch.check({0: 3})  # the stall's clock restarted at the probe: no second probe a second later
+    assert not any("probing" in m for m in caplog.messages)
