@@ -177,19 +177,9 @@ class ServiceConfig:
         """The model configuration dict (the preset's, the ``--config`` file over it, then flags on top)."""
         base: dict[str, Any] = preset(self.preset).model_config() if self.preset else {}
         if self.config:
-            try:
-                loaded = json.loads(Path(self.config).read_text(encoding="utf-8"))
-            except ValueError as exc:  # bad JSON or not UTF-8: the parser's message alone does not name the file
-                raise ValueError(f"--config {self.config}: not a JSON configuration ({exc})") from None
-            if not isinstance(loaded, dict):
-                raise ValueError(f"--config {self.config}: a model configuration is a JSON object, got "
-                                 f"{type(loaded).__name__}")
-            base.update(loaded)
+            base.update(read_configuration(f"--config {self.config}", self.config))
         # every key of the file: build_model keeps the options it knows (kernel_sum, node_pruning, an ensemble's
         # bases ...) and refuses a misspelt one, instead of this method dropping what it does not list
-        if not isinstance(base.get("params") or {}, dict):  # (dict() of a list raised a TypeError)
-            raise ValueError(f"--config {self.config}: params must be an object of names and values, got "
-                             f"{type(base['params']).__name__}")
         out = {**base, "model": base.get("model", self.model), "params": dict(base.get("params") or {})}
         if base and self._given("model"):
             out["model"] = self.model  # an explicit --model wins over the file and the preset
@@ -245,6 +235,22 @@ class ServiceConfig:
             value = getattr(self, f.name)
             out[f.name] = "***" if f.metadata.get("secret") and value else value
         return out
+
+
+def read_configuration(name: str, path: str | os.PathLike) -> dict[str, Any]:
+    """A model configuration file (``sgm tune``/``sgm ensemble --out``): a JSON object whose ``params``, if any,
+    is one too. Anything else is a one-line ``ValueError`` starting with ``name`` (how the user gave the file);
+    a missing or unreadable file is the ``OSError`` the commands report."""
+    try:
+        loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError as exc:  # bad JSON or not UTF-8: the parser's message alone does not name the file
+        raise ValueError(f"{name}: not a JSON configuration ({exc})") from None
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{name}: a model configuration is a JSON object, got {type(loaded).__name__}")
+    if not isinstance(loaded.get("params") or {}, dict):  # (dict() of a list raised a TypeError)
+        raise ValueError(f"{name}: params must be an object of names and values, got "
+                         f"{type(loaded['params']).__name__}")
+    return loaded
 
 
 def _default(name: str) -> Any:

@@ -30,6 +30,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..config import read_configuration
 from .dev_partition import DEV_DEFAULTS, add_dev_partition_arguments, with_defaults
 from .outputs import check_output_paths
 
@@ -103,11 +104,8 @@ def run(args: argparse.Namespace) -> int:
         args = protocol_options(args)
         configs = []
         for path in args.base:
-            try:
-                loaded = json.loads(Path(path).read_text(encoding="utf-8"))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}: not a JSON configuration ({exc})") from None
-            if not isinstance(loaded, dict) or "model" not in loaded:
+            loaded = read_configuration(path, path)
+            if "model" not in loaded:
                 raise ValueError(f"{path}: a configuration is a JSON object with a 'model'")
             configs.append(loaded)
         docs = load_examples(args.data)

@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sgm.consumers.config import read_configuration
 from sgm.consumers.decision import SpamDecision
 from sgm.consumers.evaluation.documents import route_mail_params
 from sgm.consumers.presets import PRESETS, preset as find_preset
@@ -108,20 +109,14 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     config: dict[str, Any] = find_preset(args.preset).model_config() if getattr(args, "preset", None) else {}
     if args.config:
         try:
-            loaded = json.loads(Path(args.config).read_text(encoding="utf-8"))
-        except ValueError as exc:  # bad JSON or not UTF-8: the parser's message alone does not name the file
-            raise SpecError(f"{args.config}: not a JSON configuration ({exc})") from None
-        if not isinstance(loaded, dict):
-            raise SpecError(f"{args.config}: a configuration is a JSON object")
-        config.update(loaded)
+            config.update(read_configuration(args.config, args.config))
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
     if args.model:
         config["model"] = args.model
     if "model" not in config:
         raise SpecError("give --model SPEC or --config FILE")
-    params = config.get("params") or {}
-    if not isinstance(params, dict):
-        raise SpecError(f"params must be an object of names and values, got {type(params).__name__}")
-    params = dict(params)
+    params = dict(config.get("params") or {})
     for item in args.param:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
