@@ -8,7 +8,7 @@ from __future__ import annotations
 import string
 from collections import Counter
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import chain
 from typing import Mapping, Union
 
 import numpy as np

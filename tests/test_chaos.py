@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import random
-import tempfile
 import threading
 import time
 import uuid

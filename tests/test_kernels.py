@@ -17,7 +17,7 @@ import pytest
 
 import logging
 
-from sgm.consumers.service.kernels import COMPILING, CompileLog, _CompileWatch, prepare_kernels
+from sgm.consumers.service.kernels import COMPILING, CompileLog, _CompileWatch
 
 SERVICE_RUN = textwrap.dedent("""
     import io, json, logging, sys, tempfile

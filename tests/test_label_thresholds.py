@@ -15,7 +15,7 @@ from sgm.consumers.evaluation.label_thresholds import (DevMarginals, THRESHOLD_G
                                                        micro_f1_by_threshold, per_label_thresholds)
 from sgm.consumers.evaluation.measures import micro_f1
 from sgm.model import build_model
-from sgm.model.label_marginals import chosen_by_threshold, labels_at_threshold
+from sgm.model.label_marginals import labels_at_threshold
 from sgm.stream.datasets import LabelledDoc
 
 from .test_eval_cli import make_docs, write_jsonl
