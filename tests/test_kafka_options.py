@@ -7,6 +7,8 @@ Tansu workaround (``correct_end_offsets``) only ever raises an end offset.
 """
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from sgm.stream.kafka import (
@@ -17,6 +19,7 @@ from sgm.stream.kafka import (
     MemoryClient,
     ProducerSettings,
     TopicPartition,
+    broker_client_kinds,
     client_kinds,
     open_client,
     register_client,
@@ -76,14 +79,19 @@ def test_producer_settings_map_to_each_clients_names():
     assert "idempotent" not in mapped and "delivery_timeout_ms" not in confluent.producer(settings)
     # per-call dialect overrides still win
     assert confluent.producer(settings, {"message.timeout.ms": 5})["message.timeout.ms"] == 5
+    assert "message.max.bytes" not in plain and "max_request_size" not in kafka_python.producer(ProducerSettings())
+    big = ProducerSettings(max_request_bytes=2 << 20)
+    assert confluent.producer(big)["message.max.bytes"] == kafka_python.producer(big)["max_request_size"] == 2 << 20
     # the memory client accepts the neutral settings (it has nothing to map them to)
-    MemoryClient(MemoryClient.default_config()).producer(idempotent=True, delivery_timeout_ms=1).close()
+    MemoryClient(MemoryClient.default_config()).producer(idempotent=True, delivery_timeout_ms=1,
+                                                         max_request_bytes=1).close()
 
 
 def test_registry_opens_registered_kinds_only(monkeypatch):
     from sgm.stream.kafka import registry
 
-    monkeypatch.setattr(registry, "_LOADERS", dict(registry._LOADERS))  # the registration below ends with the test
+    monkeypatch.setattr(registry, "_LOADERS", dict(registry._LOADERS))  # the registrations below end with the test
+    monkeypatch.setattr(registry, "_IN_PROCESS", set(registry._IN_PROCESS))
     assert set(client_kinds()) >= {"confluent", "kafka-python", "memory"}
     with pytest.raises(ValueError, match="unknown client kind"):
         open_client("nope")  # type: ignore[arg-type]
@@ -91,10 +99,22 @@ def test_registry_opens_registered_kinds_only(monkeypatch):
     class NamedMemory(MemoryClient):
         kind = "named-memory"
 
-    register_client("named-memory", lambda: NamedMemory)
+    register_client("named-memory", lambda: NamedMemory, in_process=True)
     assert "named-memory" in client_kinds()
     client = open_client("named-memory")  # type: ignore[arg-type]
     assert isinstance(client, NamedMemory) and client.config.bootstrap_servers == "memory://default"
+    # the commands that start their own processes or broker offer the registered kinds that reach a broker
+    register_client("third", lambda: NamedMemory)
+    assert set(broker_client_kinds()) >= {"confluent", "kafka-python", "third"}
+    assert not {"memory", "named-memory"} & set(broker_client_kinds())
+    from sgm.consumers.commands import chaos, demo
+
+    for command in (demo, chaos):
+        parser = argparse.ArgumentParser()
+        command.add_arguments(parser)
+        assert parser.parse_args(["--client", "third"]).client == "third"
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--client", "named-memory"])
 
 
 class FakeProbe(EndOffsetProbe):

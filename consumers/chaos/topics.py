@@ -20,7 +20,6 @@ import random
 import threading
 import time
 from collections import Counter
-from typing import Any
 
 from sgm.stream.kafka import DeliveryError, TopicPartition
 from sgm.stream.records import InvalidRecord, Op, TrainRecord, encode_train, parse_dead_letter, parse_output, parse_score
@@ -89,10 +88,6 @@ class Feeder(threading.Thread):
         super().__init__(name="chaos-feeder", daemon=True)
         self.client = client
         self.producer = client.producer(idempotent=True, delivery_timeout_ms=900_000)
-        # the producer side's own record limit, raised for the poison record (in the client's dialect)
-        self.big_record_options: dict[str, Any] = (
-            {"max_request_size": 2 * POISON_BYTES} if client.kind == "kafka-python" else
-            {"message.max.bytes": 2 * POISON_BYTES})
         self.poison_sent = False
         self.stream, self.topics, self.rate = stream, topics, rate
         self.sent = 0
@@ -127,7 +122,7 @@ class Feeder(threading.Thread):
         """The poison record, from its own producer allowed to send it; in stream order (both flushed)."""
         self._flush()
         value = b'{"id": "chaos-poison", "labels": ["x"], "text": "' + b"a " * (POISON_BYTES // 2) + b'"}'
-        big = self.client.producer(**self.big_record_options)
+        big = self.client.producer(max_request_bytes=2 * POISON_BYTES)  # the producer side's own record limit
         big.send(self.topics["train"], value, key=key)
         big.close(120.0)
         self.poison_sent = True

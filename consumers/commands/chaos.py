@@ -32,6 +32,8 @@ import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from sgm.stream.kafka import broker_client_kinds
+
     from ..chaos import CampaignConfig
 
     d = CampaignConfig()
@@ -55,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"share of malformed records after each valid one (default {d.malformed_rate:g})")
     parser.add_argument("--max-poll-records", type=int, default=d.max_poll_records,
                         help=f"batch size of the served processes (default {d.max_poll_records})")
-    parser.add_argument("--client", default=d.client, choices=("confluent", "kafka-python"),
+    parser.add_argument("--client", default=d.client, choices=broker_client_kinds(),
                         help=f"Kafka client of the processes and the campaign (default {d.client})")
     parser.add_argument("--timeout", type=float, default=d.timeout,
                         help=f"seconds allowed after the feed for everything to catch up (default {d.timeout:g})")

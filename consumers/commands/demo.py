@@ -20,13 +20,15 @@ from collections import Counter, deque
 
 import numpy as np
 
+from sgm.stream.kafka import broker_client_kinds
+
 log = logging.getLogger("sgm.demo")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--docs", type=int, default=20_000, help="documents in the generated stream (default 20000)")
     parser.add_argument("--seed", type=int, default=7, help="stream seed")
-    parser.add_argument("--client", default="confluent", choices=("confluent", "kafka-python"),
+    parser.add_argument("--client", default="confluent", choices=broker_client_kinds(),
                         help="Kafka client library (default confluent)")
     parser.add_argument("--model", default="uc_pd_jm_dp", help="model spec (default uc_pd_jm_dp)")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="model parameter")

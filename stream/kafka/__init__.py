@@ -74,7 +74,7 @@ from .config import (
 from .interfaces import Admin, Client, Consumer, Producer, RebalanceCallback
 from .memory import MemoryBroker, MemoryClient
 from .partitioner import murmur2_partition
-from .registry import ClientKind, client_kinds, open_client, register_client
+from .registry import ClientKind, broker_client_kinds, client_kinds, open_client, register_client
 from .values import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT_MS,
@@ -112,6 +112,7 @@ __all__ = [
     "Record",
     "RebalanceCallback",
     "TopicPartition",
+    "broker_client_kinds",
     "client_kinds",
     "confluent_config",
     "kafka_python_config",

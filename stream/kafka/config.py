@@ -164,10 +164,14 @@ class ProducerSettings:
     delivery_timeout_ms : int or None
         How long the client keeps retrying a record before it reports the
         delivery failed. ``None``: the library's default.
+    max_request_bytes : int or None
+        Largest record the producer may send (librdkafka: ``message.max.bytes``;
+        kafka-python: ``max_request_size``). ``None``: the library's default, 1 MB.
     """
 
     idempotent: bool = False
     delivery_timeout_ms: int | None = None
+    max_request_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +299,8 @@ class ConfluentOptions:
             conf["enable.idempotence"] = True
         if settings.delivery_timeout_ms is not None:
             conf["message.timeout.ms"] = settings.delivery_timeout_ms
+        if settings.max_request_bytes is not None:
+            conf["message.max.bytes"] = settings.max_request_bytes
         return {**conf, **overrides}
 
     def consumer(self, settings: ConsumerSettings, overrides: Mapping[str, Any] = _NONE) -> dict[str, Any]:
@@ -407,6 +413,8 @@ class KafkaPythonOptions:
             conf["enable_idempotence"] = True
         if settings.delivery_timeout_ms is not None:
             conf["delivery_timeout_ms"] = settings.delivery_timeout_ms
+        if settings.max_request_bytes is not None:
+            conf["max_request_size"] = settings.max_request_bytes
         return {**conf, **overrides}
 
     def consumer(self, settings: ConsumerSettings, known: Mapping[str, Any] = _NONE,

@@ -205,10 +205,10 @@ class Client(abc.ABC):
         return KafkaConfig()
 
     def producer(self, *, idempotent: bool = False, delivery_timeout_ms: int | None = None,
-                 **overrides: Any) -> Producer:
+                 max_request_bytes: int | None = None, **overrides: Any) -> Producer:
         """A new producer (see :class:`ProducerSettings`); ``overrides`` are client-dialect settings
         and win over everything else."""
-        return self.open_producer(ProducerSettings(idempotent, delivery_timeout_ms), overrides)
+        return self.open_producer(ProducerSettings(idempotent, delivery_timeout_ms, max_request_bytes), overrides)
 
     def open_producer(self, settings: ProducerSettings, overrides: Mapping[str, Any]) -> Producer:
         """The implementation behind :meth:`producer` (call that one).
