@@ -85,7 +85,9 @@ def posting_ratios(terms, computed_at, epoch, starts, lengths, cls, count, scale
     with their arena positions in ``position[k]``; returns how many, and how many
     terms were stale. If ``ratio`` is too small nothing is changed and minus the
     size needed is returned. ``by_mass``: ``mu + D(l) = denominator[0] * C(l)`` (a constant
-    smoothing weight: no per-class array), else ``denominator[l]``.
+    smoothing weight: no per-class array), else ``denominator[l]``. The background is
+    ``p_b(n) = pb_a * C(n) + pb_b`` (:meth:`model.smoothing.contract.Background.affine`, ``C(n)`` read as
+    ``term_hi[n] + term_lo[n]``); ``(forms, values)`` is the discount chain ``D(x)`` (:func:`chain_discount`).
 
     The counts are the arena's copies (``count[p]``, stored units, times
     ``scale``): a term's are read in one walk of its region, as are the kept
