@@ -53,7 +53,18 @@ MULTILABEL_MODES = ("per_label", "powerset")
 
 
 class LearnGuardError(ValueError):
-    """An unlearn asked to remove a document under labels it was not learned with."""
+    """An unlearn asked to remove a document under labels it was not learned with.
+
+    Examples
+    --------
+    >>> from sgm.model import MNB
+    >>> m = MNB("u_jm"); m.learn_one("a b", ["x"], id="d1")
+    True
+    >>> m.unlearn_one(None, ["y"], id="d1")
+    Traceback (most recent call last):
+    ...
+    sgm.model.base.LearnGuardError: document 'd1' was learned with ['x'], not ['y']
+    """
 
 
 class LearnedDocument(NamedTuple):
@@ -67,7 +78,22 @@ class LearnedDocument(NamedTuple):
 
 
 class GenerativeTextModel(PosteriorPredictions):
-    """Shared learning, bookkeeping and prediction API (see module docstring)."""
+    """Shared learning, bookkeeping and prediction API (see module docstring); :class:`~sgm.model.MNB` and
+    :class:`~sgm.model.TDM` are its families, built with their spec, options and numbers.
+
+    Examples
+    --------
+    >>> from sgm.model import MNB
+    >>> m = MNB("u_jm", beta=0.5)
+    >>> m.learn_one("cheap pills", "spam", id="m1"), m.learn_one("cheap pills", "spam", id="m1")  # once per id
+    (True, False)
+    >>> m.learn_one("team meeting", "ham", id="m2"), m.predict_one("pills")
+    (True, 'spam')
+    >>> m.learn_one("cheap pills", "ham", id="m1"), m.predict_one("pills")  # other labels: relearned
+    (True, 'ham')
+    >>> m.forget("m1"), len(m)
+    (True, 1)
+    """
 
     #: The spec prefix naming the family ("mnb", "tdm"); set by each family class.
     family: str

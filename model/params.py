@@ -14,7 +14,16 @@ INF = math.inf
 
 
 class SpecError(ValueError):
-    """An unknown affix, an impossible combination or an out-of-range number."""
+    """An unknown affix, an impossible combination or an out-of-range number.
+
+    Examples
+    --------
+    >>> from sgm.model import MNB
+    >>> MNB("u_jm", beta=2)
+    Traceback (most recent call last):
+    ...
+    sgm.model.spec.SpecError: beta=2.0 is outside (0.0, 1.0]: Jelinek-Mercer discount fraction (jm)
+    """
 
 
 # Its public home is model.spec (where callers import it from, and where it was defined before the

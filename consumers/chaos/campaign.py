@@ -57,7 +57,14 @@ from .topics import POISON_BYTES, TRAIN_KINDS, Feeder, Tail, build_stream
 
 @dataclass
 class CampaignConfig:
-    """Knobs of one campaign (``sgm chaos --help`` lists them with their defaults)."""
+    """Knobs of one campaign (``sgm chaos --help`` lists them with their defaults).
+
+    Examples
+    --------
+    >>> small = CampaignConfig(records=2000, kills=2)  # what tests/test_chaos.py's reduced campaign is made of
+    >>> small.records, small.kills, small.classifiers, small.client
+    (2000, 2, 2, 'confluent')
+    """
 
     records: int = 50_000  # at least this many training and this many scoring records
     kills: int = 20

@@ -38,7 +38,22 @@ SNAPSHOT_RETRY_MIN, SNAPSHOT_RETRY_MAX = 1.0, 60.0
 
 
 class ConfigMismatch(RuntimeError):
-    """The snapshot on disk was made with another model configuration or topic."""
+    """The snapshot on disk was made with another model configuration or topic (:func:`restore` refuses it;
+    ``sgm serve`` says so in one line and exits 2).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from sgm.model import MNB
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     store = SnapshotStore(folder)
+    ...     _ = store.save(MNB("u_jm").to_bytes({"train_topic": "sgm-train", "train_offsets": {}}))
+    ...     restore(ServiceConfig(model="u_dp", state_dir=folder), store, None)
+    Traceback (most recent call last):
+    ...
+    sgm.consumers.service.checkpoint.ConfigMismatch: ...snapshot-000000000001.sgm was made with model configuration \
+{'model': 'mnb_u_jm', ...}, but {'model': 'mnb_u_dp', ...} was requested; use another --state-dir (or delete it) ...
+    """
 
 
 @dataclass

@@ -50,7 +50,23 @@ ATTEMPT_TIMEOUT = 15.0
 
 
 class StartupError(RuntimeError):
-    """The process cannot start as configured (``sgm serve`` prints it on one line and exits 2)."""
+    """The process cannot start as configured (``sgm serve`` prints it on one line and exits 2).
+
+    Examples
+    --------
+    >>> import socket, tempfile
+    >>> with socket.socket() as taken, tempfile.TemporaryDirectory() as folder:
+    ...     taken.bind(("127.0.0.1", 0)); taken.listen()
+    ...     service = Service(ServiceConfig(client="memory", bootstrap_servers="memory://startup-doc", state_dir=folder,
+    ...                                     metrics_address=f"127.0.0.1:{taken.getsockname()[1]}"))
+    ...     try:
+    ...         service.prepare()  # restore, check the state directory, open the metrics endpoint: no Kafka yet
+    ...     except StartupError as exc:
+    ...         print(exc)
+    ...     finally:
+    ...         service.metrics.close()
+    cannot serve metrics on --metrics-address '127.0.0.1:...': Address already in use
+    """
 
 
 class Service:

@@ -62,6 +62,15 @@ class RiverClassifier(base.Classifier):
         Time decay, in the units of the ``ts`` given to :meth:`learn_one`.
     config : dict, optional
         A whole configuration (as ``sgm tune`` writes); ``model`` and ``params`` then override its fields.
+
+    Examples
+    --------
+    >>> clf = RiverClassifier("u_jm", params={"beta": 0.5})
+    >>> clf.predict_one("cash") is None  # nothing learned yet: no prediction
+    True
+    >>> clf.learn_one("win cash", "spam"); clf.learn_one("lunch today", "ham")
+    >>> clf.predict_one("cash"), round(clf.predict_proba_one("cash")["spam"], 4)
+    ('spam', 0.75)
     """
 
     def __init__(self, model: str = "uc_pd_jm_dp", params: dict | None = None, half_life: float | None = None,

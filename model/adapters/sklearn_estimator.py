@@ -63,6 +63,14 @@ class SklearnClassifier(ClassifierMixin, BaseEstimator):
         Columns of the count matrix ``fit`` saw (absent for text input).
     sgm_model_ : GenerativeTextModel
         The wrapped model.
+
+    Examples
+    --------
+    >>> clf = SklearnClassifier("u_jm").fit(["win cash", "lunch today"], ["spam", "ham"])
+    >>> clf.classes_.tolist(), clf.predict_proba(["cash"]).round(4).tolist()
+    (['ham', 'spam'], [[0.25, 0.75]])
+    >>> clf.partial_fit(["free lunch"], ["spam"]).predict(["lunch"]).tolist()  # one more batch, same model
+    ['spam']
     """
 
     def __init__(self, model: str = "uc_pd_jm_dp", params: dict | None = None, multilabel: str = "per_label",

@@ -141,7 +141,14 @@ MAIL_CONFIG: dict[str, Any] = {
 
 @dataclass
 class MailExtraction:
-    """One message's terms, flags (sorted names, :data:`~sgm.model.mail.flags.FLAGS`) and work counters."""
+    """One message's terms, flags (sorted names, :data:`~sgm.model.mail.flags.FLAGS`) and work counters.
+
+    Examples
+    --------
+    >>> read = MailFeatures(MailOptions(ngrams=1)).extract(b"Subject: hi\\n\\nhello there")
+    >>> read.terms["hello"], read.terms["subj:hi"], read.flags, read.stats.terms
+    (1, 4.48755, (), 19)
+    """
 
     terms: dict[str, float]
     flags: tuple[str, ...]

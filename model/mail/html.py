@@ -62,7 +62,14 @@ _END_OF = {name: re.compile(rf"</{name}\s*>", re.I) for name in _DROPPED_CONTENT
 class HtmlText:
     """What :func:`html_to_text` read: visible ``text``, ``markup`` evidence tokens (in order of first
     occurrence, each once), ``links`` (URL-bearing attribute values, at most ``max_links``), ``flags``, and
-    ``tags``: how many ``<`` were examined (tags, comments, declarations and stray ``<`` alike)."""
+    ``tags``: how many ``<`` were examined (tags, comments, declarations and stray ``<`` alike).
+
+    Examples
+    --------
+    >>> read = html_to_text("<p>Buy <b>now</b> <a href='http://x.example/a'>here</a></p>")
+    >>> read.text.split(), read.markup, read.links, read.tags
+    (['Buy', 'now', 'here'], ['tag:p', 'tag:b', 'tag:a', 'attr:a.href'], ['http://x.example/a'], 6)
+    """
 
     text: str
     markup: list[str] = field(default_factory=list)

@@ -62,6 +62,8 @@ class MailLimits:
     output within the service's record limits (``docs/SCHEMAS.md``: 50,000
     distinct terms, 500,000 text characters).
 
+    Examples
+    --------
     >>> MailLimits(max_parts=8).max_parts
     8
     >>> MailLimits.from_dict({"max_depth": 3}) == MailLimits(max_depth=3)
@@ -108,6 +110,12 @@ class WorkStats:
     (decoded text of the text parts). Filled by
     :meth:`sgm.model.mail.MailFeatures.extract`: ``html_tags`` (tags
     interpreted), ``urls`` (distinct URLs read) and ``terms`` (distinct terms out).
+
+    Examples
+    --------
+    >>> stats = parse_message(b"Subject: hi\\n\\nhello").stats
+    >>> stats.input_bytes, stats.header_fields, stats.parts, stats.depth, stats.text_chars
+    (18, 1, 1, 0, 5)
     """
 
     input_bytes: int = 0
@@ -132,6 +140,13 @@ class Part:
     range of its body in :attr:`ParsedMessage.data`; ``text`` the decoded text
     of a text part (``None`` for containers and attachments); ``parent`` the
     index of the enclosing entity (-1 for the root).
+
+    Examples
+    --------
+    >>> parsed = parse_message(b"Content-Type: multipart/mixed; boundary=b\\n\\n--b\\n"
+    ...                        b"Content-Type: text/plain\\n\\nhello\\n--b--\\n")
+    >>> [(part.content_type, part.depth, part.parent, part.text) for part in parsed.parts]
+    [('multipart/mixed', 0, -1, None), ('text/plain', 1, 0, 'hello')]
     """
 
     content_type: str
@@ -159,7 +174,14 @@ class Part:
 class ParsedMessage:
     """What :func:`parse_message` read: ``data`` is the input as parsed (cut at ``max_bytes``,
     CRLF turned into LF), ``headers`` the top-level fields, ``parts`` every entity read (the root
-    first), ``flags`` the sorted flag names, ``stats`` the work counters."""
+    first), ``flags`` the sorted flag names, ``stats`` the work counters.
+
+    Examples
+    --------
+    >>> parsed = parse_message(b"Subject: =?utf-8?q?caf=C3=A9?=\\nX-Note: a\\n\\nbody")
+    >>> parsed.header("subject"), parsed.raw_header("x-note"), parsed.flags, len(parsed.parts)
+    (['café'], [b'a'], (), 1)
+    """
 
     data: bytes = field(repr=False)
     headers: list[tuple[str, bytes]]

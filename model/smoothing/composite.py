@@ -30,6 +30,8 @@ ModelSpec = Any
 class DiscountChain:
     """``D(x)`` of a configuration: its discounts in ``order``, each applied to what the earlier ones left.
 
+    Examples
+    --------
     >>> from sgm.model.smoothing.jelinek_mercer import JelinekMercer
     >>> from sgm.model.smoothing.power_law import PowerLawDiscount
     >>> chain = DiscountChain([JelinekMercer(0.5), PowerLawDiscount(0.5)])
@@ -97,6 +99,19 @@ class Smoothing:
     constant_weight : float or None
         ``a_l`` when it is the same for every label whatever the counts (linear
         discounts, no mass: Jelinek-Mercer's ``beta``), else ``None``.
+
+    Examples
+    --------
+    >>> from sgm.model.smoothing.backgrounds import Uniform
+    >>> from sgm.model.smoothing.dirichlet import DirichletMass
+    >>> from sgm.model.smoothing.jelinek_mercer import JelinekMercer
+    >>> two_stage = Smoothing([JelinekMercer(0.5)], [DirichletMass(10)], Uniform())
+    >>> two_stage.mu, two_stage.constant_weight, two_stage.discount(np.array([4.0, 1.0]), two_stage.values(None))
+    (10.0, None, array([2. , 0.5]))
+    >>> two_stage.background_probability(np.array([3.0, 1.0]), 4.0, 2)  # u: 1 / V
+    array([0.5, 0.5])
+    >>> Smoothing([JelinekMercer(0.3)]).constant_weight  # a_l = beta for every label
+    0.3
     """
 
     def __init__(self, discounts: Sequence[Discount], masses: Sequence[Mass] = (),

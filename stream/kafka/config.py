@@ -167,6 +167,15 @@ class ProducerSettings:
     max_request_bytes : int or None
         Largest record the producer may send (librdkafka: ``message.max.bytes``;
         kafka-python: ``max_request_size``). ``None``: the library's default, 1 MB.
+
+    Examples
+    --------
+    >>> settings = ProducerSettings(idempotent=True, max_request_bytes=2 << 20)
+    >>> mapped = ConfluentOptions(KafkaConfig()).producer(settings)
+    >>> mapped["enable.idempotence"], mapped["message.max.bytes"]
+    (True, 2097152)
+    >>> KafkaPythonOptions(KafkaConfig()).producer(settings)["max_request_size"]
+    2097152
     """
 
     idempotent: bool = False
@@ -195,6 +204,13 @@ class ConsumerSettings:
         can ever read (librdkafka: ``receive.message.max.bytes``, a hard limit
         it retries at for ever; kafka-python has none and reads any record).
         ``None``: librdkafka's 100 MB.
+
+    Examples
+    --------
+    >>> settings = ConsumerSettings("readers", auto_offset_reset="latest", session_timeout_ms=10_000)
+    >>> mapped = ConfluentOptions(KafkaConfig()).consumer(settings)
+    >>> mapped["group.id"], mapped["auto.offset.reset"], mapped["session.timeout.ms"]
+    ('readers', 'latest', 10000)
     """
 
     group_id: str | None = None

@@ -40,6 +40,18 @@ class Producer(_Closeable):
     delivery problem -- unknown partition, broker unreachable, timeout -- is
     collected and raised by the next :meth:`flush` as :class:`DeliveryError`,
     whichever client is underneath.
+
+    Examples
+    --------
+    >>> from sgm.stream.kafka import KafkaConfig, MemoryBroker, MemoryClient
+    >>> client = MemoryClient(KafkaConfig(bootstrap_servers="memory://producer-doc"),
+    ...                       MemoryBroker(auto_create_topics=False))
+    >>> producer = client.producer()
+    >>> producer.send("missing", b"v", key=b"k")  # queued: no error yet
+    >>> producer.flush()
+    Traceback (most recent call last):
+    ...
+    sgm.stream.kafka.values.DeliveryError: 1 record(s) failed, first: missing[None]: unknown topic 'missing'
     """
 
     @abc.abstractmethod
@@ -90,6 +102,20 @@ class Consumer(_Closeable):
     ``on_revoke`` are accepted: that is the place to commit processed work
     before a partition moves. An exception raised by a callback propagates out
     of :meth:`poll`.
+
+    Examples
+    --------
+    >>> from sgm.stream.kafka import KafkaConfig, MemoryBroker, MemoryClient, TopicPartition
+    >>> client = MemoryClient(KafkaConfig(bootstrap_servers="memory://consumer-doc"), MemoryBroker())
+    >>> producer = client.producer(); producer.send("t", b"v", partition=0); producer.flush()
+    >>> consumer = client.consumer("readers")
+    >>> consumer.assign([TopicPartition("t", 0)])
+    >>> [(r.offset, r.value) for r in consumer.poll(10, 0.1)]
+    [(0, b'v')]
+    >>> consumer.commit({TopicPartition("t", 0): 1})  # the next offset to read
+    >>> consumer.committed([TopicPartition("t", 0)]), consumer.end_offsets([TopicPartition("t", 0)])
+    ({TopicPartition(topic='t', partition=0): 1}, {TopicPartition(topic='t', partition=0): 1})
+    >>> consumer.close()
     """
 
     group_id: str | None
@@ -163,7 +189,15 @@ class Consumer(_Closeable):
 
 
 class Admin(_Closeable):
-    """Topic administration."""
+    """Topic administration.
+
+    Examples
+    --------
+    >>> from sgm.stream.kafka import KafkaConfig, MemoryBroker, MemoryClient
+    >>> admin = MemoryClient(KafkaConfig(bootstrap_servers="memory://admin-doc"), MemoryBroker()).admin()
+    >>> admin.create_topics([("events", 3, 1)]); admin.list_topics()
+    {'events': 3}
+    """
 
     @abc.abstractmethod
     def create_topics(self, topics: Sequence[NewTopic], exist_ok: bool = True, timeout: float = 30.0) -> None:
@@ -185,13 +219,24 @@ class Admin(_Closeable):
 class Client(abc.ABC):
     """Factory for producers, consumers and admins of one kind and one config.
 
-    An implementation names its ``kind`` and writes :meth:`producer`,
+    An implementation names its ``kind`` and writes :meth:`open_producer` (behind :meth:`producer`),
     :meth:`open_consumer` (behind :meth:`consumer`) and :meth:`admin`; :func:`open_client` finds it by
     ``kind`` (``registry.py``).
 
     Parameters
     ----------
     config : KafkaConfig
+
+    Examples
+    --------
+    >>> from sgm.stream.kafka import KafkaConfig, open_client
+    >>> client = open_client("memory", KafkaConfig(bootstrap_servers="memory://client-doc"))
+    >>> client.kind, client.config.bootstrap_servers
+    ('memory', 'memory://client-doc')
+    >>> with client.producer(idempotent=True) as producer:  # neutral settings; closing flushes
+    ...     producer.send("t", b"v")
+    >>> client.admin().list_topics()
+    {'t': 1}
     """
 
     kind: ClassVar[str]

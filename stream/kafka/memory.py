@@ -87,6 +87,18 @@ class MemoryBroker:
         ``num.partitions``).
     auto_create_topics : bool
         Create unknown topics on first produce, like Kafka and Tansu do by default.
+
+    Examples
+    --------
+    >>> broker = MemoryBroker(default_partitions=2)
+    >>> broker.create_topic("t", 3), broker.create_topic("t", 3), broker.topics()
+    (True, False, {'t': 3})
+    >>> client = MemoryClient(KafkaConfig(bootstrap_servers="memory://broker-doc"), broker)
+    >>> producer = client.producer(); producer.send("t", b"v", partition=1); producer.send("new", b"w")
+    >>> producer.flush(); broker.end_offset(TopicPartition("t", 1)), broker.topics()["new"]
+    (1, 2)
+    >>> broker.delete_records(TopicPartition("t", 1), 1), broker.log_start(TopicPartition("t", 1))
+    (1, 1)
     """
 
     _registry: ClassVar[dict[str, "MemoryBroker"]] = {}
@@ -269,6 +281,13 @@ class MemoryClient(Client):
 
     Dialect overrides and ``fetch_wait_ms`` are accepted and ignored: the broker
     answers a fetch as soon as it has records.
+
+    Examples
+    --------
+    >>> a = MemoryClient(KafkaConfig(bootstrap_servers="memory://client-doc-2"))
+    >>> b = MemoryClient(KafkaConfig(bootstrap_servers="memory://client-doc-2"))
+    >>> a.broker is b.broker, a.broker is MemoryClient(MemoryClient.default_config()).broker  # one broker per name
+    (True, False)
     """
 
     kind = "memory"

@@ -45,7 +45,13 @@ DEFAULT_SESSION_TIMEOUT_MS = 6000
 
 @dataclass(frozen=True, order=True, slots=True)
 class TopicPartition:
-    """A partition of a topic."""
+    """A partition of a topic.
+
+    Examples
+    --------
+    >>> str(TopicPartition("events", 1)), TopicPartition("a", 1) < TopicPartition("b", 0)
+    ('events[1]', True)
+    """
 
     topic: str
     partition: int
@@ -69,6 +75,12 @@ class Record:
         ``None`` when the broker reports none.
     headers
         ``(name, value)`` pairs in order; a null header value arrives as ``b""``.
+
+    Examples
+    --------
+    >>> record = Record("events", 1, 41, b"k", b"v", timestamp_ms=1700000000000)
+    >>> record.tp, record.offset + 1  # commit the next offset once it is processed
+    (TopicPartition(topic='events', partition=1), 42)
     """
 
     topic: str
@@ -86,7 +98,13 @@ class Record:
 
 @dataclass(frozen=True, slots=True)
 class DeliveryFailure:
-    """A record the producer could not deliver, and why."""
+    """A record the producer could not deliver, and why (:attr:`DeliveryError.failures`).
+
+    Examples
+    --------
+    >>> DeliveryFailure("events", None, b"k", b"v", "unknown topic 'events'").error
+    "unknown topic 'events'"
+    """
 
     topic: str
     partition: int | None
@@ -96,7 +114,13 @@ class DeliveryFailure:
 
 
 class KafkaTransportError(Exception):
-    """Base class of the errors raised by this package for Kafka-side problems."""
+    """Base class of the errors raised by this package for Kafka-side problems.
+
+    Examples
+    --------
+    >>> issubclass(DeliveryError, KafkaTransportError), issubclass(CommitFailedError, KafkaTransportError)
+    (True, True)
+    """
 
 
 class DeliveryError(KafkaTransportError):
@@ -108,6 +132,14 @@ class DeliveryError(KafkaTransportError):
         Records whose delivery failed since the previous flush.
     undelivered : int or None
         Records still in flight when the flush timed out (``None``: unknown count).
+
+    Examples
+    --------
+    >>> error = DeliveryError([DeliveryFailure("events", 0, None, b"v", "broker down")], undelivered=2)
+    >>> str(error)
+    '1 record(s) failed, first: events[0]: broker down; 2 record(s) still undelivered at timeout'
+    >>> [failure.value for failure in error.failures]
+    [b'v']
     """
 
     def __init__(self, failures: Sequence[DeliveryFailure], undelivered: int | None = 0) -> None:
@@ -127,4 +159,12 @@ class CommitFailedError(KafkaTransportError):
 
     Safe to treat as "another member owns the partition now": the records
     will be redelivered to it from the last successful commit.
+
+    Examples
+    --------
+    >>> try:
+    ...     raise CommitFailedError("group rebalanced")
+    ... except KafkaTransportError as exc:  # every Kafka-side error of this package
+    ...     print(type(exc).__name__, exc)
+    CommitFailedError group rebalanced
     """

@@ -48,6 +48,8 @@ class ApplyReason(enum.StrEnum):
     or the Kafka client could not fetch it at all. Like :class:`Reason`, they
     label dead letters and metrics.
 
+    Examples
+    --------
     >>> ApplyReason.UNKNOWN_ID.value
     'unknown_id'
     """

@@ -59,6 +59,14 @@ class SourceDoc:
         The content: text, a term -> count mapping, or the bytes of a whole message.
     ts : float or str or None
         Event time as the input gave it (validated with the record).
+
+    Examples
+    --------
+    >>> doc = SourceDoc(id="text:1f", origin="notes/a.txt", terms={"cheap": 2}, ts=1700000000)
+    >>> doc.kind, doc.with_labels(("spam",)).record()
+    ('terms', {'id': 'text:1f', 'labels': ['spam'], 'terms': {'cheap': 2}, 'ts': 1700000000})
+    >>> doc.record(op="unlearn", with_labels=False)
+    {'id': 'text:1f', 'op': 'unlearn', 'terms': {'cheap': 2}, 'ts': 1700000000}
     """
 
     id: str
@@ -100,7 +108,13 @@ class SourceDoc:
 
 @dataclass(frozen=True, slots=True)
 class Skipped:
-    """Something in the input that is not a document: where, why (a short code) and the detail."""
+    """Something in the input that is not a document: where, why (a short code) and the detail.
+
+    Examples
+    --------
+    >>> str(Skipped("inbox/3", "binary", "NUL bytes")), Skipped("inbox/3", "binary").reason in SKIP_REASONS
+    ('inbox/3: binary (NUL bytes)', True)
+    """
 
     origin: str
     reason: str
