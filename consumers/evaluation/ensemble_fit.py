@@ -82,52 +82,72 @@ def fit_pool(log_posts: np.ndarray, lengths: np.ndarray, truth: np.ndarray, meta
     start = np.zeros((n_bases, width))
     start[:, 0] = 1.0 / n_bases
     rows = np.arange(n_docs)
-    # Fitted in whitened coordinates: with columns = Q R (QR), u = v R^T gives alpha = columns v^T = Q u^T, the
-    # same objective and optimum over orthonormal columns. On the raw meta-features (scales 0.2-1, correlated)
-    # L-BFGS stopped 0.5-1% above the optimum (r8's pools), at a point that moved with the last bits of its input.
-    basis, r_inverse = whitening(columns)
 
     def unpack(theta):
-        u = theta[: n_bases * width].reshape(n_bases, width)
-        return u, (theta[n_bases * width:] if with_bias else np.zeros(n_classes))
+        v = theta[: n_bases * width].reshape(n_bases, width)
+        return v, (theta[n_bases * width:] if with_bias else np.zeros(n_classes))
 
     def loss(theta):
-        u, b = unpack(theta)
-        v = u @ r_inverse.T
-        alpha = basis @ u.T
+        v, b = unpack(theta)
+        alpha = columns @ v.T
         scores = np.einsum("dj,jdl->dl", alpha, log_posts) + b[None, :]
         top = scores.max(axis=1, keepdims=True)
         log_norm = top[:, 0] + np.log(np.exp(scores - top).sum(axis=1))
         value = float((log_norm - scores[rows, truth]).sum()) + reg * float(((v - start) ** 2).sum())
         residual = np.exp(scores - log_norm[:, None])
         residual[rows, truth] -= 1.0
-        grad_u = np.einsum("dl,jdl->dj", residual, log_posts).T @ basis + 2 * reg * (v - start) @ r_inverse
-        grads = [grad_u.ravel()]
+        grad_v = np.einsum("dl,jdl->dj", residual, log_posts).T @ columns + 2 * reg * (v - start)
+        grads = [grad_v.ravel()]
         if with_bias:
             value += reg * float((b ** 2).sum())
             grads.append(residual.sum(axis=0) + 2 * reg * b)
         return value, np.concatenate(grads)
 
-    theta = np.concatenate([np.linalg.solve(r_inverse, start.T).T.ravel(), np.zeros(n_classes if with_bias else 0)])
+    # L-BFGS runs in preconditioned coordinates u_j = v_j L_j (L_j L_j^T: base j's block of the objective's
+    # curvature at the start, likelihood and penalty; see preconditioners): the same objective and optimum. On the
+    # raw meta-features (correlated, scales 0.2-1) it stopped 0.5-1% above the optimum on r8's pools, at a point
+    # that moved with the last bits of its input; whitening the columns alone made the penalty-dominated fits
+    # (reg 10, a thousand documents) take hundreds of iterations instead of a dozen.
+    maps = preconditioners(columns, log_posts, reg)  # v_j = u_j maps[j]
+    size = n_bases * width
+
+    def loss_preconditioned(theta):
+        u = theta[:size].reshape(n_bases, width)
+        v = np.einsum("jf,jfg->jg", u, maps)
+        value, grad = loss(np.concatenate([v.ravel(), theta[size:]]))
+        grad_u = np.einsum("jg,jfg->jf", grad[:size].reshape(n_bases, width), maps)
+        return value, np.concatenate([grad_u.ravel(), grad[size:]])
+
+    u_start = np.einsum("jg,jfg->jf", start, np.linalg.inv(maps).transpose(0, 2, 1)).ravel()
+    theta = np.concatenate([u_start, np.zeros(n_classes if with_bias else 0)])
     with one_blas_thread():  # a small problem: 7-11x slower with OpenBLAS's threads on shared cores
-        result = minimize(loss, theta, jac=True, method="L-BFGS-B", options={"maxiter": 2000})
-    u, b = unpack(result.x)
-    return Pool(meta, u @ r_inverse.T, np.array(b, dtype=np.float64))
+        result = minimize(loss_preconditioned, theta, jac=True, method="L-BFGS-B", options={"maxiter": 2000})
+    u, b = result.x[:size].reshape(n_bases, width), result.x[size:]
+    v = np.einsum("jf,jfg->jg", u, maps)
+    return Pool(meta, v, np.array(b if with_bias else np.zeros(n_classes), dtype=np.float64))
 
 
-def whitening(columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(Q, R^-1)`` of the QR decomposition ``columns = Q R``, or ``(columns, I)`` when the columns are (nearly)
-    linearly dependent (a constant meta-feature, a single document): then the fit runs on the raw columns.
+def preconditioners(columns: np.ndarray, log_posts: np.ndarray, reg: float) -> np.ndarray:
+    """Per base ``j``, the map ``M_j = L_j^-1`` with ``L_j L_j^T = C^T diag(s_j) C + 2 reg I``: the Gauss-Newton
+    curvature of base ``j``'s weights at the equal-weight start (``s_j(d)``: the variance of base ``j``'s log
+    posteriors over the classes under the start pool's posterior) plus the penalty's. ``v_j = u_j M_j`` turns that
+    block into the identity, whichever of the two dominates.
 
-    >>> basis, r_inverse = whitening(np.array([[1.0, 2.0], [1.0, 0.0], [1.0, 1.0]]))
-    >>> np.allclose(basis.T @ basis, np.eye(2)), np.allclose(basis @ np.linalg.inv(r_inverse), [[1, 2], [1, 0], [1, 1]])
-    (True, True)
+    >>> maps = preconditioners(np.ones((4, 1)), np.log(np.full((2, 4, 2), 0.5)), reg=0.5)
+    >>> maps.round(4).tolist()  # equal log posteriors: no likelihood curvature, the penalty's 2 reg = 1 alone
+    [[[1.0]], [[1.0]]]
     """
-    q, r = np.linalg.qr(columns)
-    diagonal = np.abs(np.diag(r))
-    if len(columns) < columns.shape[1] or diagonal.min(initial=np.inf) <= 1e-8 * max(diagonal.max(initial=0.0), 1.0):
-        return columns, np.eye(columns.shape[1])
-    return q, np.linalg.inv(r)
+    n_bases, width = log_posts.shape[0], columns.shape[1]
+    start_scores = log_posts.mean(axis=0)
+    start_post = np.exp(start_scores - start_scores.max(axis=1, keepdims=True))
+    start_post /= start_post.sum(axis=1, keepdims=True)
+    maps = np.empty((n_bases, width, width))
+    for j in range(n_bases):
+        mean = (start_post * log_posts[j]).sum(axis=1)
+        spread = np.maximum((start_post * log_posts[j] ** 2).sum(axis=1) - mean**2, 0.0)
+        curvature = (columns * spread[:, None]).T @ columns + (2 * reg + 1e-9) * np.eye(width)
+        maps[j] = np.linalg.inv(np.linalg.cholesky(curvature))
+    return maps
 
 
 def score_of(log_post: np.ndarray, classes: list, docs: Sequence, objective: str) -> float:
