@@ -242,3 +242,37 @@ def test_11_lone_surrogates_in_id_label_and_term_are_invalid_utf8(kafka_broker, 
             (0, "invalid_utf8"), (1, "invalid_utf8"), (2, "invalid_utf8")]
     finally:
         running.halt()
+
+
+# ------------------------------------------------------------------------------ 13. a clock far behind
+def test_13_a_learn_from_a_clock_years_behind_is_dead_lettered_not_counted_as_learned(kafka_broker, unique_name,
+                                                                                      tmp_path):
+    """With a one-day half-life, learns stamped ten years back (``ts``, or only a Kafka CreateTime of 1970)
+    weigh 2**-3650: they expired on arrival, yet counted in ``sgm_documents_learned_total``, with no dead
+    letter and no log line (session 6, by hand); a forget of their ids said ``unknown_id``."""
+    cfg = field_config(kafka_broker.bootstrap_servers, unique_name, tmp_path / "state", half_life=86400.0)
+    client = open_client("confluent", kafka_broker.config())
+    with client.admin() as admin:
+        admin.create_topics([(cfg.train_topic, 1, 1)])
+    now = time.time()
+    ten_years_ago = now - 10 * 365 * 86400
+    # one poll batch: the old records sit behind newer learns not yet applied (judged after them)
+    produce(cfg.bootstrap_servers, cfg.train_topic,
+            [learn(i, ts=now - 100) for i in range(50)] + [learn(50, ts=ten_years_ago, prefix="old"),
+                                                           learn(51, ts=None, prefix="epoch"),
+                                                           learn(52, ts=now - 40 * 86400, prefix="month")],
+            timestamps_ms=[None] * 51 + [1000, None])
+    running = start_service(cfg, client)
+    try:
+        letters = dead_letters(client, cfg.dlq_topic, 2)
+        assert sorted((d.reason.value, d.offset) for d in letters) == [("past_timestamp", 50), ("past_timestamp", 51)]
+        assert "half-lives behind the model's time" in letters[0].detail
+        wait_until(lambda: running.service.train_offsets.get(0, 0) == 53, 30, "all 53 applied")
+        time.sleep(0.3)
+        running.service.refresh_gauges()
+        assert len(running.service.model) == 51  # 40 days back is 40 half-lives: learned, decayed, kept
+        assert sample(running.service, "sgm_documents_learned_total") == 51
+        assert sample(running.service, "sgm_model_expired_documents") == 0
+        assert sample(running.service, "sgm_records_rejected_total", {"reason": "past_timestamp", "source": "train"}) == 2
+    finally:
+        running.halt()

@@ -56,6 +56,7 @@ class ApplyReason(enum.StrEnum):
     UNLEARN_MISMATCH = "unlearn_mismatch"  # unlearn with labels other than those the id was learned with
     MODEL_REJECTED = "model_rejected"  # the model refused the document (e.g. an unusable label)
     FUTURE_TIMESTAMP = "future_timestamp"  # a learn whose event time is beyond the allowed skew ahead of the clock
+    PAST_TIMESTAMP = "past_timestamp"  # a learn so far behind the model's time (decay) that it would weigh nothing
     UNFETCHABLE = "unfetchable"  # the client could not fetch the record within its limits (too large): skipped
     OUTPUT_TOO_LARGE = "output_too_large"  # the scoring record's output is larger than the producer or topic accepts
 
