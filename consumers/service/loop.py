@@ -232,7 +232,9 @@ class Service:
     def _restore(self) -> None:
         if self.state.model is None:
             restored = restore(self.config, self.store, self.metrics)
-            self.state.model, self.state.train_offsets = restored.model, restored.train_offsets
+            # the log identity too: without it a recreated topic already longer than the model goes unnoticed
+            self.state.model, self.state.train_offsets, self.state.log = (restored.model, restored.train_offsets,
+                                                                          restored.log)
 
     def _watch_compilation(self) -> None:
         if self.compile_log is None:
