@@ -160,6 +160,8 @@ class ServiceConfig:
         if self.preset is not None and self.preset not in PRESET_NAMES:
             raise ValueError(f"preset must be one of {PRESET_NAMES}")
         check_topics({name: getattr(self, name) for name in TOPIC_SETTINGS})
+        if self.client != "memory":  # the memory client's address is a name (memory://NAME)
+            check_bootstrap_servers(self.bootstrap_servers)
         self.decision()  # the spam settings are checked now
 
     # ---------------------------------------------------------------- derived
@@ -288,6 +290,28 @@ def check_topics(topics: dict[str, str]) -> None:
         if topic in seen:
             raise ValueError(f"{flag(seen[topic])} and {flag(name)} are both {topic!r}: each job needs its own topic")
         seen[topic] = name
+
+
+_BROKER_ADDRESS = re.compile(r"(?:(?:plaintext|ssl|sasl_plaintext|sasl_ssl)://)?(?:\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+)"
+                             r"(?::(\d{1,5}))?", re.IGNORECASE)
+
+
+def check_bootstrap_servers(servers: str) -> None:
+    """Refuse a broker list no client can ever connect to (``ValueError``), instead of retrying it for ever.
+
+    >>> check_bootstrap_servers("kafka-1:9092,kafka-2:9092"); check_bootstrap_servers("SSL://[::1]:9093")
+    >>> check_bootstrap_servers("http://localhost:9092")
+    Traceback (most recent call last):
+    ...
+    ValueError: --bootstrap-servers 'http://localhost:9092': 'http://localhost:9092' is not HOST:PORT
+    """
+    entries = [entry.strip() for entry in str(servers).split(",") if entry.strip()]
+    if not entries:
+        raise ValueError(f"--bootstrap-servers {servers!r} names no broker (HOST:PORT[,HOST:PORT])")
+    for entry in entries:
+        match = _BROKER_ADDRESS.fullmatch(entry)
+        if match is None or (match.group(1) is not None and not 0 < int(match.group(1)) < 65536):
+            raise ValueError(f"--bootstrap-servers {servers!r}: {entry!r} is not HOST:PORT")
 
 
 def flag(name: str) -> str:

@@ -144,3 +144,15 @@ def test_a_topic_named_for_two_jobs_or_not_a_kafka_name_is_refused_before_kafka(
     assert main(["learn", "--dry-run", "--label", "x", "--train-topic", "sgm train", str(tmp_path / "a.txt")]) == 2
     err = capsys.readouterr().err
     assert "sgm learn: --train-topic 'sgm train' is not a Kafka topic name" in err and "Traceback" not in err, err
+
+
+def test_a_broker_list_no_client_can_reach_is_refused_before_kafka():
+    # Session 6 by hand: `sgm serve --bootstrap-servers http://127.0.0.1:19092` (or port 190920, or two
+    # addresses separated by a space, or '') retried 'kafka error; retrying' for ever
+    for bad in ("http://127.0.0.1:19092", "127.0.0.1:190920", "127.0.0.1:19092 127.0.0.1:19093", "", " , ",
+                "host:0", "host:port"):
+        with pytest.raises(ValueError, match="--bootstrap-servers"):
+            parse(["--bootstrap-servers", bad])
+    for good in ("127.0.0.1:19092,", "localhost", "kafka-1:9092, kafka-2:9092", "[::1]:9092", "SASL_SSL://b:9093"):
+        assert parse(["--bootstrap-servers", good]).bootstrap_servers == good
+    assert parse(["--client", "memory", "--bootstrap-servers", "memory://any name"]).client == "memory"
