@@ -77,7 +77,8 @@ def half_lives_behind(clocks: Sequence, ts: float, now: float | None = None) -> 
 
     A producer whose clock is years behind (a host without a real-time clock, a ``ts`` in the wrong unit
     that still passes the validator) learns documents that expire on arrival; they are dead-lettered
-    (``past_timestamp``) instead of being counted as learned and silently absent.
+    (``past_timestamp``) instead of being counted as learned and silently absent (the caller leaves a
+    relearn of an id the model holds to the model).
 
     >>> from sgm.model.decay import DecayClock
     >>> clock = DecayClock(half_life=86400.0, origin=0.0, now=1.7e9)

@@ -86,9 +86,9 @@ class Scoring:
         self.dead_letters, self.recent, self.metrics, self.errors = dead_letters, recent, metrics, errors
         self.limits = limits
         self.decision = config.decision()
-        #: id -> why its output can never be delivered (over the producer's or the topic's size limit): the
-        #: batch is scored again and that record dead-lettered instead, so its partition does not stall.
-        self.oversized: dict[str, str] = {}
+        #: (topic, partition, offset) of a scoring record -> why its output can never be delivered (over the
+        #: producer's or the topic's size limit): the batch is scored again and that record dead-lettered instead.
+        self.oversized: dict[tuple[str, int, int], str] = {}
 
     def read(self, parsed: list) -> tuple[list, list]:
         """The documents the model scores and, per record, the ``mail`` object of a whole message (else None)."""
@@ -115,19 +115,21 @@ class Scoring:
             out.append(made)
         return out
 
-    def remember_oversized(self, exc: DeliveryError) -> int:
-        """Note the ids whose outputs failed for their size alone; the batch's next scoring dead-letters them.
+    def remember_oversized(self, exc: DeliveryError, valid: list) -> int:
+        """Note the records whose outputs failed for their size alone; the batch's next scoring dead-letters them.
 
         Such a failure is permanent (the producer's ``message.max.bytes`` or the output topic's
         ``max.message.bytes``): rescoring would fail the same way for ever and stall the partition.
         """
         found = 0
+        sources = {parsed.id.encode("utf-8"): record for record, parsed in valid}  # outputs are keyed by id
         for failure in exc.failures:
-            if failure.too_large and failure.topic == self.config.output_topic and failure.key is not None:
+            record = sources.get(failure.key) if failure.too_large and failure.topic == self.config.output_topic else None
+            if record is not None:
                 size = 0 if failure.value is None else len(failure.value)
-                if len(self.oversized) >= 100_000:  # ids of records this replica never saw again (rebalanced away)
+                if len(self.oversized) >= 100_000:  # records this replica never saw again (rebalanced away)
                     self.oversized.clear()
-                self.oversized[failure.key.decode("utf-8", "replace")] = (
+                self.oversized[(record.topic, record.partition, record.offset)] = (
                     f"its output of {size} bytes is over the size limit and can never be delivered ({failure.error}); "
                     "lower --top-k or --label-threshold, or raise the output topic's max.message.bytes")
                 found += 1
@@ -175,7 +177,7 @@ class Scoring:
         refused = 0
         if self.oversized:
             for (record, _), doc_id, value in zip(valid, ids, values):
-                why = self.oversized.get(doc_id)
+                why = self.oversized.get((record.topic, record.partition, record.offset))
                 if why is None:
                     send(output_topic, value, key=doc_id.encode("utf-8"))
                     continue
@@ -203,7 +205,7 @@ class Scoring:
         except DeliveryError as exc:
             # Nothing is committed: rewind to the batch start and score it again (at least once).
             self.errors.report("score_flush", exc, retry_in=0.5)
-            too_large = self.remember_oversized(exc)
+            too_large = self.remember_oversized(exc, valid)
             log.error("output delivery failed; rescoring the batch",
                       extra={"error": str(exc), "ids": undelivered_ids(exc), "undelivered": len(exc.failures),
                              "too_large": too_large})
@@ -212,8 +214,8 @@ class Scoring:
             return
         self.checkpoint.commit_batch(next_offsets(records))
         if refused:
-            for doc_id in ids:
-                self.oversized.pop(doc_id, None)
+            for record in records:
+                self.oversized.pop((record.topic, record.partition, record.offset), None)
         done = time.perf_counter()
         acked = now + (done - scored_at_perf)
         stamps = np.array([r.timestamp_ms for r, _ in valid if r.timestamp_ms], dtype=np.float64)

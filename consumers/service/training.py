@@ -86,7 +86,7 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
     """Apply training ``records`` to ``model``, advancing ``offsets`` (partition -> next offset) in place.
 
     ``guard`` refuses learn records whose event time lies too far ahead of the
-    clock (``future_timestamp``, consumers/service/event_time.py). With decay, a learn record so far
+    clock (``future_timestamp``, consumers/service/event_time.py). With decay, a learn of a new id so far
     behind the model's time that it would weigh nothing is refused as ``past_timestamp``; a text with
     more distinct terms than ``limits.max_terms`` is refused as ``too_many_terms``.
 
@@ -149,9 +149,13 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
                 events.rejected(record, Reason.TOO_MANY_TERMS,
                                 f"text has {distinct} distinct terms, limit {limits.max_terms}", parsed.id)
             elif parsed.op is Op.LEARN:
-                if clocks and ts is not None and newest and half_lives_behind(clocks, ts, newest[0]) is not None:
-                    flush()  # judged against the model's real time: the learns pending may not all move it
-                behind = half_lives_behind(clocks, ts) if clocks and ts is not None else None
+                behind = None
+                if clocks and ts is not None:
+                    if pending and half_lives_behind(clocks, ts, newest[0] if newest else None) is not None:
+                        flush()  # judged against the model's real time and documents: the pending may change both
+                    behind = half_lives_behind(clocks, ts)
+                    if behind is not None and parsed.id in model:
+                        behind = None  # a relearn: the model decides (same labels: nothing; others: replaced)
                 try:
                     model.check_labels(parsed.labels)  # refuse before batching: a batch must not fail midway
                 except ValueError as exc:
