@@ -96,8 +96,9 @@ def _id_in_value(value: bytes | None) -> str | None:
     return found if isinstance(found, str) and found.strip() else None  # an empty id says less than the key
 
 
-#: A client instance's name in a librdkafka line (``[sgm-all#consumer-12]``): lines alike but for it repeat.
-_CLIENT_NAME = re.compile(r"\[[^\]\s]*#[^\]\s]*\]")
+#: A client instance's name in a librdkafka line (``[sgm-all#consumer-12]``), and numbers (``after 2ms``,
+#: ``1/2 brokers``): lines alike but for them are one kind.
+_CLIENT_NAME = re.compile(r"\[[^\]\s]*#[^\]\s]*\]|\d+")
 
 
 class RepeatFilter(logging.Filter):
