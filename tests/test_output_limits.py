@@ -16,7 +16,7 @@ import pytest
 
 from sgm.stream.kafka import TopicPartition, open_client
 from sgm.stream.records import ScoreRecord, TrainRecord, encode_score, encode_train
-from tests.field_fault_helpers import dead_letters, field_config, produce, sample, wait_until
+from tests.field_fault_helpers import dead_letters, field_config, outputs, produce, sample, wait_until
 from tests.service_helpers import start_service
 
 pytestmark = pytest.mark.kafka
@@ -55,5 +55,31 @@ def test_an_output_over_the_size_limit_is_dead_lettered_and_the_partition_moves_
         # the group committed past the three records: a restart does not meet them again
         with client.consumer(cfg.group) as consumer:
             assert consumer.committed([TopicPartition(cfg.score_topic, 0)]) == {TopicPartition(cfg.score_topic, 0): 3}
+    finally:
+        running.halt()
+
+
+def test_a_scoring_record_too_large_to_fetch_is_skipped_with_a_dead_letter(kafka_broker, unique_name, tmp_path):
+    # Session 6 by hand: a 3 MB scoring record with --max-fetch-bytes 2 MiB stalled its scoring partition for
+    # good (lag 6, the records behind it never answered), while training has a skip path (test_field_faults 4)
+    cfg = field_config(kafka_broker.bootstrap_servers, unique_name, tmp_path / "state", poison_timeout=3.0,
+                       max_fetch_bytes=2 * 1024 * 1024)
+    client = open_client("confluent", kafka_broker.config())
+    running = start_service(cfg, client)
+    try:
+        produce(cfg.bootstrap_servers, cfg.train_topic,
+                [encode_train(TrainRecord(id=f"t{i}", labels=("spam" if i % 2 else "ham",), text=f"word{i % 5} x"))
+                 for i in range(20)])
+        wait_until(lambda: len(running.service.model) == 20, 30, "20 learned")
+        huge = encode_score(ScoreRecord(id="huge", text="a " * 1_500_000))  # 3 MB: over the fetch limit
+        produce(cfg.bootstrap_servers, cfg.score_topic,
+                [huge] + [encode_score(ScoreRecord(id=f"q{i}", text=f"word{i} x")) for i in range(5)],
+                **{"message.max.bytes": 10_000_000})
+        answered = outputs(client, cfg.output_topic, 5, timeout=90)
+        assert sorted(o.id for o in answered) == [f"q{i}" for i in range(5)]
+        letters = dead_letters(client, cfg.dlq_topic, 1)
+        assert [(d.reason.value, d.topic, d.partition, d.offset) for d in letters] == [
+            ("unfetchable", cfg.score_topic, 0, 0)]
+        assert sample(running.service, "sgm_partition_stalls_total", {"source": "score", "outcome": "skipped"}) == 1
     finally:
         running.halt()

@@ -135,6 +135,19 @@ class Scoring:
                 found += 1
         return found
 
+    def skip_unfetchable(self, tp: TopicPartition, offset: int, detail: str) -> None:
+        """The scoring record at ``offset`` cannot be fetched (stalls.py): dead-letter it by position, commit past
+        it and join the group again (the consumer that fetched it is broken), so the partition moves on."""
+        log.warning("scoring record rejected", extra={"topic": tp.topic, "partition": tp.partition, "offset": offset,
+                                                     "reason": ApplyReason.UNFETCHABLE.value, "detail": detail})
+        self.dead_letters.send([DeadLetter(reason=ApplyReason.UNFETCHABLE, detail=detail, value=None, topic=tp.topic,
+                                           partition=tp.partition, offset=offset, failed_at=time.time())])
+        self.errors.stage = "score_flush"
+        self.connections.producer.flush()  # a failure raises: the stall is found and probed again later
+        self.metrics.record_rejection(ApplyReason.UNFETCHABLE.value, "score", dead_lettered=True)
+        self.checkpoint.commit_batch({tp: offset + 1})
+        self.connections.rejoin()
+
     def score_batch(self, records: list[Record]) -> None:
         """Score, write outputs and dead letters, wait for acks, then commit the batch."""
         cfg, metrics, model = self.config, self.metrics, self.state.model
