@@ -8,6 +8,7 @@ cannot take the others down.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -56,11 +57,30 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "_missing", False):
         parser.error(f"command {args.command!r} is not available in this build")
     try:
-        return int(importlib.import_module(args._module).run(args) or 0)
+        status = int(importlib.import_module(args._module).run(args) or 0)
+        sys.stdout.flush()  # a write error of the last buffered output surfaces here, not as a message at exit
+        return status
     except BrokenPipeError:  # the reader left (`sgm score ... | head`): stop quietly, as other tools do
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # so that flushing stdout at exit does not raise again
+        _drop_stdout()
         return 1
+    except OSError as exc:
+        if exc.errno not in _DISK_FULL:
+            raise
+        # stdout or a file the command writes is on a full disk (or /dev/full): one line, not a traceback
+        _drop_stdout()
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"sgm {args.command}: cannot write{where}: {exc.strerror}", file=sys.stderr)
+        return 1
+
+
+#: Write errors of a full or failing disk: the command cannot finish its output.
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":

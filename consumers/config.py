@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,6 +159,9 @@ class ServiceConfig:
                 raise ValueError(f"{flag(name)} must be positive, got {getattr(self, name)!r}")
         if self.preset is not None and self.preset not in PRESET_NAMES:
             raise ValueError(f"preset must be one of {PRESET_NAMES}")
+        check_topics({name: getattr(self, name) for name in TOPIC_SETTINGS})
+        if self.client != "memory":  # the memory client's address is a name (memory://NAME)
+            check_bootstrap_servers(self.bootstrap_servers)
         self.decision()  # the spam settings are checked now
 
     # ---------------------------------------------------------------- derived
@@ -256,6 +260,58 @@ def read_configuration(name: str, path: str | os.PathLike) -> dict[str, Any]:
 def _default(name: str) -> Any:
     f = {f.name: f for f in dataclasses.fields(ServiceConfig)}[name]
     return f.default
+
+
+#: The four topics, in the order the messages name them.
+TOPIC_SETTINGS = ("train_topic", "score_topic", "output_topic", "dlq_topic")
+_LEGAL_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def check_topics(topics: dict[str, str]) -> None:
+    """Refuse topic names Kafka refuses, and one topic given for two jobs (``ValueError`` naming the flags).
+
+    Apache Kafka refuses other names at creation (Tansu takes them); the same topic for two jobs loops:
+    dead letters or outputs written to the training topic are read back as training records, and so on.
+
+    >>> check_topics({"train_topic": "sgm-train", "dlq_topic": "sgm-train"})
+    Traceback (most recent call last):
+    ...
+    ValueError: --train-topic and --dlq-topic are both 'sgm-train': each job needs its own topic
+    >>> check_topics({"train_topic": "sgm train"})
+    Traceback (most recent call last):
+    ...
+    ValueError: --train-topic 'sgm train' is not a Kafka topic name (1-249 of the characters A-Z a-z 0-9 . _ -, not '.' or '..')
+    """
+    seen: dict[str, str] = {}
+    for name, topic in topics.items():
+        if not isinstance(topic, str) or not _LEGAL_TOPIC.fullmatch(topic) or topic in (".", ".."):
+            raise ValueError(f"{flag(name)} {topic!r} is not a Kafka topic name "
+                             "(1-249 of the characters A-Z a-z 0-9 . _ -, not '.' or '..')")
+        if topic in seen:
+            raise ValueError(f"{flag(seen[topic])} and {flag(name)} are both {topic!r}: each job needs its own topic")
+        seen[topic] = name
+
+
+_BROKER_ADDRESS = re.compile(r"(?:(?:plaintext|ssl|sasl_plaintext|sasl_ssl)://)?(?:\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+)"
+                             r"(?::(\d{1,5}))?", re.IGNORECASE)
+
+
+def check_bootstrap_servers(servers: str) -> None:
+    """Refuse a broker list no client can ever connect to (``ValueError``), instead of retrying it for ever.
+
+    >>> check_bootstrap_servers("kafka-1:9092,kafka-2:9092"); check_bootstrap_servers("SSL://[::1]:9093")
+    >>> check_bootstrap_servers("http://localhost:9092")
+    Traceback (most recent call last):
+    ...
+    ValueError: --bootstrap-servers 'http://localhost:9092': 'http://localhost:9092' is not HOST:PORT
+    """
+    entries = [entry.strip() for entry in str(servers).split(",") if entry.strip()]
+    if not entries:
+        raise ValueError(f"--bootstrap-servers {servers!r} names no broker (HOST:PORT[,HOST:PORT])")
+    for entry in entries:
+        match = _BROKER_ADDRESS.fullmatch(entry)
+        if match is None or (match.group(1) is not None and not 0 < int(match.group(1)) < 65536):
+            raise ValueError(f"--bootstrap-servers {servers!r}: {entry!r} is not HOST:PORT")
 
 
 def flag(name: str) -> str:

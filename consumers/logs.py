@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 
@@ -95,6 +96,46 @@ def _id_in_value(value: bytes | None) -> str | None:
     return found if isinstance(found, str) and found.strip() else None  # an empty id says less than the key
 
 
+#: A client instance's name in a librdkafka line (``[sgm-all#consumer-12]``), and numbers (``after 2ms``,
+#: ``1/2 brokers``): lines alike but for them are one kind.
+_CLIENT_NAME = re.compile(r"\[[^\]\s]*#[^\]\s]*\]|\d+")
+
+
+class RepeatFilter(logging.Filter):
+    """Lets one line of each kind through per ``window`` seconds; the next one that passes says how many were held.
+
+    librdkafka logs every failed connection attempt of every client, so a broker gone for a minute
+    wrote ~5,000 lines (70 per second, session 6 by hand); the lines that matter (``kafka error;
+    retrying``, with its stage) come from the service and are not filtered.
+
+    >>> clock = [0.0]; repeats = RepeatFilter(30.0, clock=lambda: clock[0])
+    >>> def line(client): return logging.LogRecord("r", 30, "", 0, "FAIL [%s] refused", (client,), None)
+    >>> [repeats.filter(line(f"sgm#consumer-{i}")) for i in range(3)]
+    [True, False, False]
+    >>> clock[0] = 31.0; record = line("sgm#consumer-9"); repeats.filter(record), record.repeated
+    (True, 2)
+    """
+
+    def __init__(self, window: float = 30.0, clock=time.monotonic) -> None:
+        super().__init__()
+        self.window, self.clock = window, clock
+        self.seen: dict[str, list] = {}  # kind of line -> [when it last passed, lines held back since]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = f"{record.levelno}:{_CLIENT_NAME.sub('[]', record.getMessage())}"
+        now = self.clock()
+        entry = self.seen.get(kind)
+        if entry is not None and now - entry[0] < self.window:
+            entry[1] += 1
+            return False
+        if entry is not None and entry[1]:
+            record.repeated = entry[1]
+        if len(self.seen) >= 1000:
+            self.seen.clear()
+        self.seen[kind] = [now, 0]
+        return True
+
+
 def setup_logging(fmt: str = "json", level: str = "INFO", stream=None) -> None:
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
@@ -102,7 +143,9 @@ def setup_logging(fmt: str = "json", level: str = "INFO", stream=None) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     for noisy in ("kafka", "sgm.stream.kafka.librdkafka"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+        logger = logging.getLogger(noisy)
+        logger.setLevel(max(logging.WARNING, logging.getLevelName(level)))
+        logger.filters[:] = [f for f in logger.filters if not isinstance(f, RepeatFilter)] + [RepeatFilter()]
 
 
 def metrics_port_in_log(lines, restart_marker: bytes | None = None) -> int | None:

@@ -202,7 +202,8 @@ class ServiceMetrics:
         for policy in LOG_RESET_POLICIES:
             self.training_log_resets.labels(policy)
         for outcome in STALL_OUTCOMES:
-            self.partition_stalls.labels("train", outcome)
+            for source in ("train", "score"):
+                self.partition_stalls.labels(source, outcome)
 
     # ------------------------------------------------------------------ endpoint
     def serve(self, address: str) -> tuple[str, int] | None:

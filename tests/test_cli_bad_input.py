@@ -344,6 +344,26 @@ def test_output_closed_early_is_not_a_traceback(tmp_path):
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_output_to_a_full_disk_is_one_line_not_a_traceback(tmp_path):
+    # `sgm score/stats/learn ... > file` on a full disk: print raised OSError ENOSPC with a traceback (session 6)
+    import subprocess
+
+    from tests.cli_helpers import SGM
+
+    model = MNB("u_jm")
+    model.learn_many(["cheap pills", "meeting notes"], [["spam"], ["ham"]], ids=["s", "h"])
+    SnapshotStore(tmp_path / "state").save(model.to_bytes({"train_offsets": {"0": 2}, "train_topic": "sgm-train"}))
+    (tmp_path / "a.txt").write_text("cheap pills")
+    state = str(tmp_path / "state")
+    for argv in (["stats", "--state-dir", state], ["score", "--state-dir", state, str(tmp_path / "a.txt")],
+                 ["learn", "--dry-run", "--label", "spam", str(tmp_path / "a.txt")]):
+        with open("/dev/full", "w") as full:
+            done = subprocess.run([SGM, *argv], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+        assert done.returncode == 1, (argv, done.stderr)
+        assert done.stderr.strip() == f"sgm {argv[0]}: cannot write: No space left on device", (argv, done.stderr)
+
+
 def test_learning_into_the_memory_client_says_the_records_go_with_the_process(tmp_path, capsys):
     # `sgm learn --client memory` (or SGM_CLIENT=memory) said "N records are in sgm-train at localhost:9092",
     # exit 0, and the records vanished with the process

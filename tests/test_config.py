@@ -123,3 +123,36 @@ def test_a_flag_equal_to_its_default_still_beats_the_config_file_and_the_preset(
     assert parse(["--preset", "spam", "--model", "uc_pd_jm_dp"]).model_config()["model"] == "uc_pd_jm_dp"
     assert parse(["--preset", "spam"]).model_config()["model"] != "uc_pd_jm_dp"
     assert build_model(parse(["--config", str(path), "--half-life", "none"]).model_config()).half_life is None
+
+
+def test_a_topic_named_for_two_jobs_or_not_a_kafka_name_is_refused_before_kafka(tmp_path, capsys):
+    # Session 6 by hand on Tansu: `--dlq-topic sgm-train` made CreateTopics fail for ever (a request naming
+    # one topic twice; with the topics already there, dead letters would be read back as training records);
+    # `--train-topic "sgm train"` or `a/b` ran (Tansu takes any name; Apache Kafka refuses them)
+    for argv, says in ((["--dlq-topic", "sgm-train"], "--train-topic and --dlq-topic are both 'sgm-train'"),
+                       (["--output-topic", "sgm-score"], "--score-topic and --output-topic are both 'sgm-score'"),
+                       (["--train-topic", "sgm train"], "--train-topic 'sgm train' is not a Kafka topic name"),
+                       (["--dlq-topic", "a/b"], "--dlq-topic 'a/b' is not a Kafka topic name"),
+                       (["--score-topic", "x" * 250], "is not a Kafka topic name"),
+                       (["--output-topic", ".."], "--output-topic '..' is not a Kafka topic name")):
+        with pytest.raises(ValueError, match=says.replace(".", r"\.")):
+            parse(argv)
+    assert parse(["--train-topic", "t.1_a-B", "--score-topic", "x" * 249]).train_topic == "t.1_a-B"
+    from sgm.consumers.cli import main
+
+    (tmp_path / "a.txt").write_text("hello")
+    assert main(["learn", "--dry-run", "--label", "x", "--train-topic", "sgm train", str(tmp_path / "a.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "sgm learn: --train-topic 'sgm train' is not a Kafka topic name" in err and "Traceback" not in err, err
+
+
+def test_a_broker_list_no_client_can_reach_is_refused_before_kafka():
+    # Session 6 by hand: `sgm serve --bootstrap-servers http://127.0.0.1:19092` (or port 190920, or two
+    # addresses separated by a space, or '') retried 'kafka error; retrying' for ever
+    for bad in ("http://127.0.0.1:19092", "127.0.0.1:190920", "127.0.0.1:19092 127.0.0.1:19093", "", " , ",
+                "host:0", "host:port"):
+        with pytest.raises(ValueError, match="--bootstrap-servers"):
+            parse(["--bootstrap-servers", bad])
+    for good in ("127.0.0.1:19092,", "localhost", "kafka-1:9092, kafka-2:9092", "[::1]:9092", "SASL_SSL://b:9093"):
+        assert parse(["--bootstrap-servers", good]).bootstrap_servers == good
+    assert parse(["--client", "memory", "--bootstrap-servers", "memory://any name"]).client == "memory"

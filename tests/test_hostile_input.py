@@ -69,6 +69,12 @@ MODELS = {
 
 
 # ------------------------------------------------------------------------------------ the oracle
+def _weighs_nothing(model, ts: float) -> bool:
+    """``2 ** -((T - ts) / H)`` below 1e-280, the floor under which the count state expires a document."""
+    clock = model.state.clock
+    return (clock.half_life is not None and clock.now is not None
+            and (clock.now - ts) / clock.half_life > math.log2(1e280))
+
 
 
 def oracle(train_records, score_records, model_config: dict):
@@ -92,6 +98,14 @@ def oracle(train_records, score_records, model_config: dict):
         if parsed.op is Op.LEARN and ts > time.time() + ServiceConfig.max_event_skew:
             # a learn from the future never moves the model's clock (docs/RELIABILITY.md)
             train_reasons[record.offset] = ApplyReason.FUTURE_TIMESTAMP.value
+        elif parsed.op is Op.LEARN and parsed.id not in model and _weighs_nothing(model, ts):
+            # with decay, a new document so far behind model time that its weight underflows is refused
+            try:
+                model.check_labels(parsed.labels)
+            except ValueError:
+                train_reasons[record.offset] = ApplyReason.MODEL_REJECTED.value
+            else:
+                train_reasons[record.offset] = ApplyReason.PAST_TIMESTAMP.value
         elif parsed.op is Op.LEARN:
             try:
                 model.learn_one(doc, parsed.labels, ts=ts, id=parsed.id)

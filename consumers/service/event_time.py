@@ -18,8 +18,9 @@ ahead, which is what the dead letter, the metric and the alert are for.
 """
 from __future__ import annotations
 
+import math
 import time
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 
 class EventTimeGuard:
@@ -58,3 +59,43 @@ class EventTimeGuard:
 def guard_for(max_skew: float | None) -> EventTimeGuard | None:
     """The guard of a ``--max-event-skew`` setting (``None``: no check)."""
     return None if max_skew is None else EventTimeGuard(max_skew)
+
+
+#: Half-lives behind the model's time after which a document's weight, ``2 ** -h``, is below the 1e-280
+#: at which the count state expires it on arrival (model/state.py): learning it would change nothing.
+EXPIRED_AFTER_HALF_LIVES = math.log2(1e280)
+
+
+def decay_clocks(model: Any) -> list:
+    """The decay clocks of ``model`` (each base's for an ensemble); empty when any of them does not decay."""
+    clocks = [base.state.clock for base in getattr(model, "bases", (model,))]
+    return clocks if all(clock.half_life is not None for clock in clocks) else []
+
+
+def half_lives_behind(clocks: Sequence, ts: float, now: float | None = None) -> float | None:
+    """Half-lives ``ts`` lies behind model time (``now`` if later) when it would weigh nothing in every clock.
+
+    A producer whose clock is years behind (a host without a real-time clock, a ``ts`` in the wrong unit
+    that still passes the validator) learns documents that expire on arrival; they are dead-lettered
+    (``past_timestamp``) instead of being counted as learned and silently absent (the caller leaves a
+    relearn of an id the model holds to the model).
+
+    >>> from sgm.model.decay import DecayClock
+    >>> clock = DecayClock(half_life=86400.0, origin=0.0, now=1.7e9)
+    >>> half_lives_behind([clock], 1.7e9 - 86400.0 * 900) is None, round(half_lives_behind([clock], 0.0))
+    (True, 19676)
+    """
+    if not clocks:
+        return None
+    behind = math.inf
+    for clock in clocks:
+        model_now = clock.now if now is None or (clock.now is not None and clock.now > now) else now
+        if model_now is None:
+            return None
+        behind = min(behind, (model_now - ts) / clock.half_life)
+    return behind if behind > EXPIRED_AFTER_HALF_LIVES else None
+
+
+def past_detail(ts: float, behind: float) -> str:
+    return (f"event time {ts:.3f} is {behind:.0f} half-lives behind the model's time: its weight underflows to "
+            "zero, so learning it would change nothing (a producer's clock far behind?)")

@@ -43,6 +43,7 @@ class Gauges:
             config, state, checkpoint, connections, metrics)
         self.last_refresh = 0.0
         self.train_ends: dict[int, int] = {}  # the training partitions' end offsets at the last refresh
+        self.score_positions: dict = {}  # assigned scoring partition -> (position, end offset) at the last refresh
 
     def due(self, now: float) -> bool:
         return now - self.last_refresh >= GAUGE_INTERVAL
@@ -69,13 +70,15 @@ class Gauges:
                 for tp in list(acknowledged):
                     if tp not in assigned:  # moved to another replica: its position here is stale from now on
                         del acknowledged[tp]
-                lags = {}
+                lags, self.score_positions = {}, {}
                 if assigned:
-                    for tp, end in score_consumer.end_offsets(assigned, timeout=2.0).items():
+                    # the offsets reader, which never fetches: a poison record breaks the fetching consumer's link
+                    for tp, end in self.connections.offsets_reader().end_offsets(assigned, timeout=2.0).items():
                         position = acknowledged.get(tp)
                         if position is None:
                             position = (score_consumer.committed([tp], timeout=2.0).get(tp) or 0)
                         lags[tp.partition] = end - position
+                        self.score_positions[tp] = (position, end)
                 metrics.set_lag("score", self.config.score_topic, lags)
         except KafkaTransportError as exc:
             self.connections.drop_offsets_reader()

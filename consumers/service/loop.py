@@ -39,7 +39,7 @@ from .prequential import RecentPredictions
 from .readiness import Readiness
 from .retry import RESET_AFTER_ERRORS, RETRY_BACKOFF_MIN, KafkaErrors, next_backoff
 from .scoring import Scoring
-from .stalls import StallWatch
+from .stalls import ScoringStallWatch, StallWatch
 from .training import Training
 
 log = logging.getLogger("sgm.service")
@@ -124,6 +124,7 @@ class Service:
         self.training_log = TrainingLog(config, self.state, self.connections)
         self.training.on_below = self._records_below_offsets
         self.stalls = StallWatch(config, self.state, self.connections, self.metrics, self.training.skip_unfetchable)
+        self.score_stalls = ScoringStallWatch(config, self.connections, self.metrics, self.scoring.skip_unfetchable)
         self.exit_status = 0  # 1 once a snapshot needed at shutdown could not be written
 
     # ------------------------------------------------------------------ what callers read
@@ -248,7 +249,9 @@ class Service:
     def _restore(self) -> None:
         if self.state.model is None:
             restored = restore(self.config, self.store, self.metrics)
-            self.state.model, self.state.train_offsets = restored.model, restored.train_offsets
+            # the log identity too: without it a recreated topic already longer than the model goes unnoticed
+            self.state.model, self.state.train_offsets, self.state.log = (restored.model, restored.train_offsets,
+                                                                          restored.log)
 
     def _watch_compilation(self) -> None:
         if self.compile_log is None:
@@ -443,6 +446,9 @@ class Service:
                     self.training_log.last_check = 0.0  # a log shorter than the model: check its identity now
                 else:
                     self.stalls.check(ends)
+            if connections.score_consumer is not None and self.gauges.score_positions:
+                errors.stage = "score_poll"
+                self.score_stalls.check(self.gauges.score_positions)
         self.readiness.publish()
         if self.compile_log is not None:
             self.compile_log.report()

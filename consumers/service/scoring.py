@@ -26,7 +26,7 @@ import numpy as np
 
 from sgm.model.mail import Message
 from sgm.stream.kafka import DeliveryError, Record, TopicPartition
-from sgm.stream.records import DEFAULT_LIMITS, DeadLetter, InvalidRecord, Limits, encode_outputs, parse_score
+from sgm.stream.records import DEFAULT_LIMITS, ApplyReason, DeadLetter, InvalidRecord, Limits, encode_outputs, parse_score
 
 from ..config import ServiceConfig
 from ..logs import record_context, undelivered_ids
@@ -86,6 +86,9 @@ class Scoring:
         self.dead_letters, self.recent, self.metrics, self.errors = dead_letters, recent, metrics, errors
         self.limits = limits
         self.decision = config.decision()
+        #: (topic, partition, offset) of a scoring record -> why its output can never be delivered (over the
+        #: producer's or the topic's size limit): the batch is scored again and that record dead-lettered instead.
+        self.oversized: dict[tuple[str, int, int], str] = {}
 
     def read(self, parsed: list) -> tuple[list, list]:
         """The documents the model scores and, per record, the ``mail`` object of a whole message (else None)."""
@@ -111,6 +114,39 @@ class Scoring:
             labels[row] = decision.labels(made["verdict"], names)
             out.append(made)
         return out
+
+    def remember_oversized(self, exc: DeliveryError, valid: list) -> int:
+        """Note the records whose outputs failed for their size alone; the batch's next scoring dead-letters them.
+
+        Such a failure is permanent (the producer's ``message.max.bytes`` or the output topic's
+        ``max.message.bytes``): rescoring would fail the same way for ever and stall the partition.
+        """
+        found = 0
+        sources = {parsed.id.encode("utf-8"): record for record, parsed in valid}  # outputs are keyed by id
+        for failure in exc.failures:
+            record = sources.get(failure.key) if failure.too_large and failure.topic == self.config.output_topic else None
+            if record is not None:
+                size = 0 if failure.value is None else len(failure.value)
+                if len(self.oversized) >= 100_000:  # records this replica never saw again (rebalanced away)
+                    self.oversized.clear()
+                self.oversized[(record.topic, record.partition, record.offset)] = (
+                    f"its output of {size} bytes is over the size limit and can never be delivered ({failure.error}); "
+                    "lower --top-k or --label-threshold, or raise the output topic's max.message.bytes")
+                found += 1
+        return found
+
+    def skip_unfetchable(self, tp: TopicPartition, offset: int, detail: str) -> None:
+        """The scoring record at ``offset`` cannot be fetched (stalls.py): dead-letter it by position, commit past
+        it and join the group again (the consumer that fetched it is broken), so the partition moves on."""
+        log.warning("scoring record rejected", extra={"topic": tp.topic, "partition": tp.partition, "offset": offset,
+                                                     "reason": ApplyReason.UNFETCHABLE.value, "detail": detail})
+        self.dead_letters.send([DeadLetter(reason=ApplyReason.UNFETCHABLE, detail=detail, value=None, topic=tp.topic,
+                                           partition=tp.partition, offset=offset, failed_at=time.time())])
+        self.errors.stage = "score_flush"
+        self.connections.producer.flush()  # a failure raises: the stall is found and probed again later
+        self.metrics.record_rejection(ApplyReason.UNFETCHABLE.value, "score", dead_lettered=True)
+        self.checkpoint.commit_batch({tp: offset + 1})
+        self.connections.rejoin()
 
     def score_batch(self, records: list[Record]) -> None:
         """Score, write outputs and dead letters, wait for acks, then commit the batch."""
@@ -151,8 +187,22 @@ class Scoring:
                                 latency_ms=latencies, ts=[parsed.ts for _, parsed in valid], decisions=decisions,
                                 mail=mail)
         output_topic = cfg.output_topic
-        for doc_id, value in zip(ids, values):
-            send(output_topic, value, key=doc_id.encode("utf-8"))
+        refused = 0
+        if self.oversized:
+            for (record, _), doc_id, value in zip(valid, ids, values):
+                why = self.oversized.get((record.topic, record.partition, record.offset))
+                if why is None:
+                    send(output_topic, value, key=doc_id.encode("utf-8"))
+                    continue
+                refused += 1
+                log.warning("scoring record rejected", extra={**record_context(record, doc_id),
+                                                             "reason": ApplyReason.OUTPUT_TOO_LARGE.value, "detail": why})
+                dead.append(DeadLetter(reason=ApplyReason.OUTPUT_TOO_LARGE, detail=why, value=record.value,
+                                       key=record.key, topic=record.topic, partition=record.partition,
+                                       offset=record.offset, headers=record.headers, failed_at=now))
+        else:
+            for doc_id, value in zip(ids, values):
+                send(output_topic, value, key=doc_id.encode("utf-8"))
         predicted = [names[0] for names in top_labels if names]
         if predicted:
             if model.multilabel == "powerset":
@@ -168,18 +218,23 @@ class Scoring:
         except DeliveryError as exc:
             # Nothing is committed: rewind to the batch start and score it again (at least once).
             self.errors.report("score_flush", exc, retry_in=0.5)
+            too_large = self.remember_oversized(exc, valid)
             log.error("output delivery failed; rescoring the batch",
-                      extra={"error": str(exc), "ids": undelivered_ids(exc), "undelivered": len(exc.failures)})
+                      extra={"error": str(exc), "ids": undelivered_ids(exc), "undelivered": len(exc.failures),
+                             "too_large": too_large})
             self.dead_letters.resend_training(exc)
             self.checkpoint.rewind(records)
             return
         self.checkpoint.commit_batch(next_offsets(records))
+        if refused:
+            for record in records:
+                self.oversized.pop((record.topic, record.partition, record.offset), None)
         done = time.perf_counter()
         acked = now + (done - scored_at_perf)
         stamps = np.array([r.timestamp_ms for r, _ in valid if r.timestamp_ms], dtype=np.float64)
         observe_values(metrics.end_to_end_latency, np.maximum(acked - stamps / 1000.0, 0.0))
         # Counted once acknowledged, like the outputs: a batch whose delivery failed is redone, not counted twice.
-        metrics.observe_scored(len(valid), scored_at_perf - parsed_at)
+        metrics.observe_scored(len(valid) - refused, scored_at_perf - parsed_at)
         metrics.record_predictions(predicted)
         metrics.record_mail([read["flags"] for read in mail if read is not None], "score")
         if decisions:

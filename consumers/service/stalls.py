@@ -107,6 +107,55 @@ class StallWatch:
         self.connections.replace_train_consumer(self.state.train_offsets)
 
 
+class ScoringStallWatch:
+    """The same for the scoring partitions assigned to this classifier: one that stops moving is probed.
+
+    ``check`` gets each assigned partition's position (the end of the last acknowledged batch, else the
+    group's committed offset) and end offset. A position that does not move for ``--poison-timeout``
+    while records wait is probed as above; an unfetchable record is handed to ``skip(tp, offset,
+    detail)`` (dead letter, commit past it, join the group again), a fetchable one makes the classifier
+    join the group again (its consumer was stuck).
+    """
+
+    def __init__(self, config: ServiceConfig, connections: Connections, metrics: ServiceMetrics,
+                 skip: Callable[[TopicPartition, int, str], None], clock: Callable[[], float] = time.monotonic) -> None:
+        self.config, self.connections, self.metrics, self.skip, self.clock = config, connections, metrics, skip, clock
+        self.progress: dict[TopicPartition, tuple[int, float]] = {}  # position, since when it has not moved
+
+    def check(self, positions: dict[TopicPartition, tuple[int, int]]) -> None:
+        now = self.clock()
+        for tp in [tp for tp in self.progress if tp not in positions]:
+            del self.progress[tp]  # no longer assigned here
+        for tp, (position, end) in positions.items():
+            seen = self.progress.get(tp)
+            if seen is None or seen[0] != position or end <= position:
+                self.progress[tp] = (position, now)
+                continue
+            if now - seen[1] < self.config.poison_timeout:
+                continue
+            seconds = min(PROBE_SECONDS, self.config.poison_timeout)
+            log.warning("scoring partition stalled: records wait beyond the group's position but none arrives; "
+                        "probing", extra={"topic": tp.topic, "partition": tp.partition, "offset": position,
+                                          "stalled_seconds": round(now - seen[1], 1), "probe_seconds": seconds})
+            fetchable = probe_fetch(self.connections, tp, position, seconds)
+            self.progress[tp] = (position, self.clock())
+            if fetchable is None:
+                log.warning("probe inconclusive: the broker did not answer; nothing skipped",
+                            extra={"topic": tp.topic, "partition": tp.partition, "offset": position})
+            elif fetchable:
+                self.metrics.partition_stalls.labels("score", "fetchable").inc()
+                log.warning("the record is fetchable: joining the group again",
+                            extra={"topic": tp.topic, "partition": tp.partition, "offset": position})
+                self.connections.rejoin()
+            else:
+                self.metrics.partition_stalls.labels("score", "skipped").inc()
+                self.skip(tp, position, (
+                    f"the Kafka client could not fetch the record at offset {position} within its limits for "
+                    f"{now - seen[1] + seconds:.0f} s while the broker answered (larger than --max-fetch-bytes); "
+                    "skipped"))
+                return  # the consumer was replaced: positions are read again at the next refresh
+
+
 def probe_fetch(connections: Connections, tp: TopicPartition, offset: int, seconds: float) -> bool | None:
     """Whether a fresh consumer fetches anything at ``tp``'s ``offset`` within ``seconds``.
 

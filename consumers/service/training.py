@@ -32,7 +32,7 @@ from ..prometheus import ServiceMetrics
 from .checkpoint import Checkpoint, ModelState
 from .connections import Connections
 from .dead_letters import DeadLetters
-from .event_time import EventTimeGuard, guard_for
+from .event_time import EventTimeGuard, decay_clocks, guard_for, half_lives_behind, past_detail
 from .prequential import RecentPredictions
 
 log = logging.getLogger("sgm.service")
@@ -86,7 +86,8 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
     """Apply training ``records`` to ``model``, advancing ``offsets`` (partition -> next offset) in place.
 
     ``guard`` refuses learn records whose event time lies too far ahead of the
-    clock (``future_timestamp``, consumers/service/event_time.py); a text with
+    clock (``future_timestamp``, consumers/service/event_time.py). With decay, a learn of a new id so far
+    behind the model's time that it would weigh nothing is refused as ``past_timestamp``; a text with
     more distinct terms than ``limits.max_terms`` is refused as ``too_many_terms``.
 
     Examples
@@ -108,6 +109,8 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
     (2, {0: 4})
     """
     pending: list[tuple[Any, tuple[str, ...], float | None, str]] = []
+    clocks = decay_clocks(model)  # with decay: a learn that would weigh nothing is refused (past_timestamp)
+    newest: list[float] = []  # the latest event time pending (a learn behind it may expire once it is learned)
 
     def flush() -> None:
         if pending:
@@ -115,6 +118,7 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
                              [p[3] for p in pending], sequential=True)
             events.learned(len(pending))
             pending.clear()
+            newest.clear()
 
     for record in records:
         partition = record.partition
@@ -145,13 +149,25 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
                 events.rejected(record, Reason.TOO_MANY_TERMS,
                                 f"text has {distinct} distinct terms, limit {limits.max_terms}", parsed.id)
             elif parsed.op is Op.LEARN:
+                behind = None
+                if clocks and ts is not None:
+                    if pending and half_lives_behind(clocks, ts, newest[0] if newest else None) is not None:
+                        flush()  # judged against the model's real time and documents: the pending may change both
+                    behind = half_lives_behind(clocks, ts)
+                    if behind is not None and parsed.id in model:
+                        behind = None  # a relearn: the model decides (same labels: nothing; others: replaced)
                 try:
                     model.check_labels(parsed.labels)  # refuse before batching: a batch must not fail midway
                 except ValueError as exc:
                     events.rejected(record, ApplyReason.MODEL_REJECTED, str(exc), parsed.id)
                 else:
-                    pending.append((doc, parsed.labels, ts, parsed.id))
-                    events.feedback(parsed.id, parsed.labels)
+                    if behind is not None:
+                        events.rejected(record, ApplyReason.PAST_TIMESTAMP, past_detail(ts, behind), parsed.id)
+                    else:
+                        pending.append((doc, parsed.labels, ts, parsed.id))
+                        events.feedback(parsed.id, parsed.labels)
+                        if ts is not None and (not newest or ts > newest[0]):
+                            newest[:] = [ts]
             else:
                 flush()  # corrections apply exactly where they are in the log
                 if parsed.op is Op.FORGET:

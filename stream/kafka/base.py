@@ -100,10 +100,11 @@ class ProducerBase(Producer):
             raise TypeError(f"timestamp_ms must be a non-negative int, got {timestamp_ms!r}")
         self._send(topic, value, key, normalize_headers(headers) if headers else None, partition, timestamp_ms)
 
-    def _fail(self, topic: str, partition: int | None, key: bytes | None, value: bytes | None, error: str) -> None:
-        """Record a failed delivery; the next :meth:`flush` raises it."""
+    def _fail(self, topic: str, partition: int | None, key: bytes | None, value: bytes | None, error: str,
+              too_large: bool = False) -> None:
+        """Record a failed delivery (``too_large``: the record is over a size limit); the next :meth:`flush` raises it."""
         with self._failures_lock:
-            self._failures.append(DeliveryFailure(topic, partition, key, value, error))
+            self._failures.append(DeliveryFailure(topic, partition, key, value, error, too_large))
 
     def flush(self, timeout: float = 30.0) -> None:
         undelivered = self._flush(timeout)

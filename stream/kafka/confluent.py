@@ -96,7 +96,8 @@ class _ConfluentProducer(ProducerBase):
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None:
-            self._fail(msg.topic(), msg.partition(), msg.key(), msg.value(), str(err))
+            self._fail(msg.topic(), msg.partition(), msg.key(), msg.value(), str(err),
+                       err.code() == ck.KafkaError.MSG_SIZE_TOO_LARGE)
 
     def _send(self, topic, value, key, headers, partition, timestamp_ms=None) -> None:  # noqa: ANN001 - see ProducerBase._send
         kwargs: dict[str, Any] = {"on_delivery": self._on_delivery}
@@ -120,8 +121,10 @@ class _ConfluentProducer(ProducerBase):
                     self._fail(topic, partition, key, value, "local queue full")
                     return
                 self._producer.poll(0.05)
-            except ck.KafkaException as exc:
-                self._fail(topic, partition, key, value, str(exc))
+            except ck.KafkaException as exc:  # over message.max.bytes, unknown partition, ...: refused at once
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], ck.KafkaError) else None
+                self._fail(topic, partition, key, value, str(exc),
+                           error is not None and error.code() == ck.KafkaError.MSG_SIZE_TOO_LARGE)
                 return
         self._producer.poll(0)
 

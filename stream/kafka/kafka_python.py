@@ -97,7 +97,7 @@ class _KafkaPythonProducer(ProducerBase):
     def _on_error(self, topic: str, partition: int | None, key: bytes | None, value: bytes | None,
                   exc: BaseException) -> None:
         # Runs on kafka-python's sender thread.
-        self._fail(topic, partition, key, value, repr(exc))
+        self._fail(topic, partition, key, value, repr(exc), isinstance(exc, kafka.errors.MessageSizeTooLargeError))
 
     def _send(self, topic, value, key, headers, partition, timestamp_ms=None) -> None:  # noqa: ANN001 - see ProducerBase._send
         try:

@@ -111,6 +111,9 @@ class DeliveryFailure:
     key: bytes | None
     value: bytes | None
     error: str
+    #: The record is larger than the producer or the topic accepts (``message.max.bytes``,
+    #: ``max.message.bytes``): no retry can deliver it.
+    too_large: bool = False
 
 
 class KafkaTransportError(Exception):

@@ -45,7 +45,7 @@ class ApplyReason(enum.StrEnum):
 
     These come from the consumer, not the validator: the record parsed, but the
     model refused it, its event time lies too far ahead of the consumer's clock,
-    or the Kafka client could not fetch it at all. Like :class:`Reason`, they
+    the Kafka client could not fetch it at all, or its output could never be delivered. Like :class:`Reason`, they
     label dead letters and metrics.
 
     Examples
@@ -58,7 +58,9 @@ class ApplyReason(enum.StrEnum):
     UNLEARN_MISMATCH = "unlearn_mismatch"  # unlearn with labels other than those the id was learned with
     MODEL_REJECTED = "model_rejected"  # the model refused the document (e.g. an unusable label)
     FUTURE_TIMESTAMP = "future_timestamp"  # a learn whose event time is beyond the allowed skew ahead of the clock
+    PAST_TIMESTAMP = "past_timestamp"  # a learn so far behind the model's time (decay) that it would weigh nothing
     UNFETCHABLE = "unfetchable"  # the client could not fetch the record within its limits (too large): skipped
+    OUTPUT_TOO_LARGE = "output_too_large"  # the scoring record's output is larger than the producer or topic accepts
 
 
 class InvalidRecord(ValueError):
