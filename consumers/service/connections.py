@@ -13,6 +13,7 @@ after repeated errors) is the loop's decision (``loop.py``).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any, Callable
 
@@ -51,6 +52,8 @@ class Connections:
 
     def __init__(self, client: Client, config: ServiceConfig, on_rejoin: Callable[[], None] = lambda: None) -> None:
         self.client, self.config, self.on_rejoin = client, config, on_rejoin
+        #: Set when the process is stopping: a start attempt's waits end at once (Service.run shares its event).
+        self.stopping = threading.Event()
         self.producer = None
         self.train_consumer = None
         self.score_consumer = None
@@ -120,7 +123,7 @@ class Connections:
         """Assign every training partition and seek to the offsets the model holds (exactly once)."""
         cfg = self.config
         self.train_consumer = self.client.consumer(None, **self.consumer_options())
-        partitions = self._wait_for_partitions(self.train_consumer, cfg.train_topic, timeout)
+        partitions = self._wait_for_partitions(self.train_consumer, cfg.train_topic, timeout, self.stopping)
         if len(partitions) > 1:
             log.warning("training topic has several partitions: replicas agree only up to the order of records "
                         "across partitions", extra={"partitions": len(partitions)})
@@ -176,7 +179,8 @@ class Connections:
                 log.warning("error closing producer", extra={"error": str(exc)})
 
     @staticmethod
-    def _wait_for_partitions(consumer, topic: str, timeout: float = 30.0) -> list[int]:
+    def _wait_for_partitions(consumer, topic: str, timeout: float = 30.0,
+                             stopping: threading.Event | None = None) -> list[int]:
         deadline = time.monotonic() + timeout
         while True:
             partitions = consumer.partitions_for(topic)
@@ -184,7 +188,10 @@ class Connections:
                 return partitions
             if time.monotonic() > deadline:
                 raise KafkaTransportError(f"topic {topic!r} does not exist (start with --create-topics true)")
-            time.sleep(0.2)
+            if stopping is None:
+                time.sleep(0.2)
+            elif stopping.wait(0.2):  # a stop during the wait ends it now, not after the attempt's timeout
+                raise KafkaTransportError("stopping while waiting for the training topic")
 
 
 def _close_quietly(closable) -> None:

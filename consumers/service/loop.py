@@ -200,6 +200,7 @@ class Service:
             self._watch_compilation()
             if not self.started.is_set():
                 self.prepare()
+                self.connections.stopping = stop  # a stop ends a start attempt's waits at once
                 self._retry(stop, self._connect, deadline=self.config.connect_timeout)
                 if stop.is_set():
                     return self.exit_status
@@ -364,6 +365,9 @@ class Service:
                 action(ATTEMPT_TIMEOUT if left is None else max(1.0, min(ATTEMPT_TIMEOUT, left)))
                 return
             except KafkaTransportError as exc:
+                if stop.is_set():  # the attempt ended because the process is stopping: not an error to report
+                    self.connections.close_consumers()
+                    break
                 self.errors.in_row += 1
                 if deadline is not None and time.monotonic() - started + backoff > deadline:
                     raise StartupError(f"could not reach Kafka at {self.config.bootstrap_servers} within "
