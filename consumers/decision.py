@@ -166,6 +166,27 @@ class SpamDecision:
             return [self.label]
         return next(([name] for name in ranked if name != self.label), [])
 
+    def decide(self, model, ranked_names: Sequence[Sequence[str]],
+               ranked_probabilities: Sequence[Sequence[float]]) -> tuple[list[dict[str, Any]], list[list[str]]]:
+        """The ``decision`` object and the output labels of each scored document, from ``model``'s ranking of
+        every class it knows (names and posteriors per document, best first): what the classifier
+        (``consumers/service/scoring.py``) and ``sgm score --state-dir`` both write.
+
+        Examples
+        --------
+        >>> from sgm.model import build_model
+        >>> model = build_model({"model": "u_jm"})
+        >>> model.learn_many(["cheap pills", "lunch at noon"], [("spam",), ("ham",)])
+        2
+        >>> made, labels = SpamDecision(threshold=0.5).decide(model, [["spam", "ham"]], [[0.9, 0.1]])
+        >>> made[0]["verdict"], labels
+        ('spam', [['spam']])
+        """
+        learned, shift = self.learned_from(model), self.prior_shift(model)
+        made = [self.output(self.posterior(names, probabilities, shift), learned)
+                for names, probabilities in zip(ranked_names, ranked_probabilities)]
+        return made, [self.labels(m["verdict"], list(names)) for m, names in zip(made, ranked_names)]
+
     def to_dict(self) -> dict[str, Any]:
         out = {"label": self.label, "threshold": float(self.threshold), "min_spam": int(self.min_spam),
                "min_ham": int(self.min_ham)}

@@ -40,6 +40,27 @@ from .retry import KafkaErrors
 log = logging.getLogger("sgm.service")
 
 
+def documents_to_score(model, items: list) -> tuple[list, list]:
+    """What ``model`` scores for each ``(raw message bytes or None, document)`` item, and its ``mail`` output object:
+    a whole message is read by the model's own extractor (its flags go into ``mail``), anything else is scored
+    as it is (``mail`` None). The classifier and ``sgm score --state-dir`` both read documents here.
+
+    >>> from sgm.model import build_model
+    >>> documents_to_score(build_model({"model": "u_jm"}), [(None, "cheap pills")])
+    (['cheap pills'], [None])
+    """
+    docs, mail = [], []
+    for raw, document in items:
+        if raw is None:
+            docs.append(document)
+            mail.append(None)
+        else:
+            read = model.read_message(Message(raw))
+            docs.append(read.terms)
+            mail.append({"flags": list(read.flags)})
+    return docs, mail
+
+
 def next_offsets(records: list[Record]) -> dict[TopicPartition, int]:
     """Per partition of a batch, the offset after its last record (what a commit of the batch names).
 
@@ -92,28 +113,12 @@ class Scoring:
 
     def read(self, parsed: list) -> tuple[list, list]:
         """The documents the model scores and, per record, the ``mail`` object of a whole message (else None)."""
-        model = self.state.model
-        docs, mail = [], []
-        for record in parsed:
-            if record.raw is None:
-                docs.append(record.document)
-                mail.append(None)
-            else:
-                read = model.read_message(Message(record.raw))
-                docs.append(read.terms)
-                mail.append({"flags": list(read.flags)})
-        return docs, mail
+        return documents_to_score(self.state.model, [(record.raw, record.document) for record in parsed])
 
     def decide(self, top_labels: list, top_p: np.ndarray, labels: list) -> list[dict]:
         """The decision object of each record; its labels become the verdict's (in place)."""
-        decision, model = self.decision, self.state.model
-        learned, shift = decision.learned_from(model), decision.prior_shift(model)
-        out = []
-        for row, (names, posteriors) in enumerate(zip(top_labels, top_p.tolist())):
-            made = decision.output(decision.posterior(names, posteriors, shift), learned)
-            labels[row] = decision.labels(made["verdict"], names)
-            out.append(made)
-        return out
+        made, labels[:] = self.decision.decide(self.state.model, top_labels, top_p.tolist())
+        return made
 
     def remember_oversized(self, exc: DeliveryError, valid: list) -> int:
         """Note the records whose outputs failed for their size alone; the batch's next scoring dead-letters them.

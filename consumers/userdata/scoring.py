@@ -18,10 +18,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from sgm.model.mail import Message
 from sgm.stream.sources import SourceDoc, Skipped
 
 from ..decision import SpamDecision
+from ..service.scoring import documents_to_score
 from ..progress import ProgressLine
 from .records import checked_record
 from .tally import Tally
@@ -87,29 +87,18 @@ def score_locally(saved, entries: list[Entry], top_k: int, threshold: float | No
     info = {"kind": model.family, "spec": model.spec.name, "documents": len(model), "version": saved.version,
             "train_offsets": {str(p): o for p, o in sorted(saved.train_offsets.items())}}
     k = top_k if decision is None else max(top_k, len(model.class_names()[1]))
-    learned = decision.learned_from(model) if decision is not None else None
-    shift = decision.prior_shift(model) if decision is not None else None
     for start in range(0, len(entries), LOCAL_BATCH):
         batch = entries[start : start + LOCAL_BATCH]
-        docs, mail = [], []
-        for entry in batch:
-            doc = entry.doc
-            if doc.raw is not None:
-                read = model.read_message(Message(doc.raw))
-                docs.append(read.terms)
-                mail.append({"flags": list(read.flags)})
-            else:
-                docs.append(doc.terms if doc.terms is not None else doc.text)
-                mail.append(None)
+        docs, mail = documents_to_score(model, [(entry.doc.raw, entry.doc.terms if entry.doc.terms is not None
+                                                 else entry.doc.text) for entry in batch])
         ranking = model.rank_many(docs, k, threshold)
-        for entry, names, probabilities, labels, read in zip(batch, ranking.names, ranking.probabilities.tolist(),
-                                                             ranking.labels, mail):
-            made = None
-            if decision is not None:
-                made = decision.output(decision.posterior(names, probabilities, shift), learned)
-                labels = decision.labels(made["verdict"], names)
-            entry.answer = Answer(list(labels), list(zip(names[:top_k], probabilities[:top_k])), info, made, read)
-            tally.handled(list(labels)[:1])
+        probabilities = ranking.probabilities.tolist()
+        made, labels = ([None] * len(batch), ranking.labels) if decision is None else \
+            decision.decide(model, ranking.names, probabilities)
+        for entry, names, row, row_labels, row_made, read in zip(batch, ranking.names, probabilities, labels, made,
+                                                                 mail):
+            entry.answer = Answer(list(row_labels), list(zip(names[:top_k], row[:top_k])), info, row_made, read)
+            tally.handled(list(row_labels)[:1])
         progress.update(scored=len(batch))
 
 
