@@ -87,6 +87,23 @@ def _wipe(broker: EmbeddedBroker) -> EmbeddedBroker:
     return fresh
 
 
+def _learned_then_stopped(cfg, client, count: int) -> None:
+    """A service learns ``count`` records of a new training topic and stops (its final snapshot at that offset)."""
+    running = start_service(cfg, client)
+    produce(cfg.bootstrap_servers, cfg.train_topic, [learn(i) for i in range(count)])
+    wait_until(lambda: len(running.service.model) >= count, 30, f"{count} learned")
+    running.halt()
+
+
+def _recreated(broker: EmbeddedBroker, cfg, client, count: int) -> EmbeddedBroker:
+    """The training topic deleted (a fresh broker on the same port) and created again with ``count`` new records."""
+    broker = _wipe(broker)
+    with client.admin() as admin:
+        admin.create_topics([(cfg.train_topic, 1, 1)])
+    produce(cfg.bootstrap_servers, cfg.train_topic, [learn(i, prefix="new") for i in range(count)])
+    return broker
+
+
 def test_2_a_recreated_training_topic_with_more_partitions_is_learned_not_skipped(unique_name, tmp_path):
     """Policy rebuild (the default): the running model is rebuilt from the new log; every new record is learned."""
     broker = EmbeddedBroker()
@@ -122,18 +139,12 @@ def test_2_a_service_restarted_on_a_recreated_topic_rebuilds_or_stops_as_configu
     cfg = field_config(broker.bootstrap_servers, unique_name, tmp_path / "rebuild", role="trainer")
     client = open_client("confluent", KafkaConfig(bootstrap_servers=broker.bootstrap_servers))
     try:
-        running = start_service(cfg, client)
-        produce(cfg.bootstrap_servers, cfg.train_topic, [learn(i) for i in range(300)])
-        wait_until(lambda: len(running.service.model) >= 300, 30, "300 learned")
-        running.halt()  # final snapshot at offset 300
+        _learned_then_stopped(cfg, client, 300)  # final snapshot at offset 300
         stopped_dir = tmp_path / "stop"
         stopped_dir.mkdir()
         for snapshot in (tmp_path / "rebuild").glob("snapshot-*.sgm"):
             (stopped_dir / snapshot.name).write_bytes(snapshot.read_bytes())
-        broker = _wipe(broker)
-        with client.admin() as admin:
-            admin.create_topics([(cfg.train_topic, 1, 1)])
-        produce(cfg.bootstrap_servers, cfg.train_topic, [learn(i, prefix="new") for i in range(50)])
+        broker = _recreated(broker, cfg, client, 50)
 
         running = start_service(cfg, client)
         try:
@@ -168,14 +179,8 @@ def test_2_a_recreated_topic_already_longer_than_the_model_is_told_apart_by_its_
     cfg = field_config(broker.bootstrap_servers, unique_name, tmp_path / "state", role="trainer")
     client = open_client("confluent", KafkaConfig(bootstrap_servers=broker.bootstrap_servers))
     try:
-        running = start_service(cfg, client)
-        produce(cfg.bootstrap_servers, cfg.train_topic, [learn(i) for i in range(100)])
-        wait_until(lambda: len(running.service.model) >= 100, 30, "100 learned")
-        running.halt()  # final snapshot at offset 100, with the topic's id
-        broker = _wipe(broker)
-        with client.admin() as admin:
-            admin.create_topics([(cfg.train_topic, 1, 1)])
-        produce(cfg.bootstrap_servers, cfg.train_topic, [learn(i, prefix="new") for i in range(150)])
+        _learned_then_stopped(cfg, client, 100)  # final snapshot at offset 100, with the topic's id
+        broker = _recreated(broker, cfg, client, 150)
 
         running = start_service(cfg, client)
         try:
