@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 from sgm.stream.kafka import KafkaTransportError, TopicPartition
@@ -69,42 +70,18 @@ class StallWatch:
             return
         for p, end in ends.items():
             offset = offsets.get(p, 0)
-            seen = self.progress.get(p)
-            if seen is None or seen[0] != offset or end <= offset:
-                self.progress[p] = (offset, now)
-                continue
-            if now - seen[1] < self.config.poison_timeout:
+            stalled_for = stalled_seconds(self.progress, p, offset, end, now, self.config.poison_timeout)
+            if stalled_for is None:
                 continue
             tp = TopicPartition(self.config.train_topic, p)
             position = consumer.position(tp)
             if position is not None and position > offset:
                 self.progress[p] = (offset, now)  # past markers: nothing was withheld
                 continue
-            self._probe(tp, offset, now - seen[1])
+            if probe_stalled(TRAINING, self.config, self.connections, self.metrics, tp, offset, stalled_for,
+                             self.skip) is not None:  # fetchable, or skipped: the consumer that stalled is replaced
+                self.connections.replace_train_consumer(self.state.train_offsets)
             self.progress[p] = (offsets.get(p, 0), self.clock())
-
-    def _probe(self, tp: TopicPartition, offset: int, stalled_for: float) -> None:
-        seconds = min(PROBE_SECONDS, self.config.poison_timeout)
-        log.warning("training partition stalled: records wait beyond the model's offset but none arrives; probing",
-                    extra={"topic": tp.topic, "partition": tp.partition, "offset": offset,
-                           "stalled_seconds": round(stalled_for, 1), "probe_seconds": seconds})
-        fetchable = probe_fetch(self.connections, tp, offset, seconds)
-        if fetchable is None:
-            log.warning("probe inconclusive: the broker did not answer; nothing skipped",
-                        extra={"topic": tp.topic, "partition": tp.partition, "offset": offset})
-            return
-        if fetchable:
-            self.metrics.partition_stalls.labels("train", "fetchable").inc()
-            log.warning("the record is fetchable: re-creating the training consumer",
-                        extra={"topic": tp.topic, "partition": tp.partition, "offset": offset})
-            self.connections.replace_train_consumer(self.state.train_offsets)
-            return
-        self.metrics.partition_stalls.labels("train", "skipped").inc()
-        detail = (f"the Kafka client could not fetch the record at offset {offset} within its limits for "
-                  f"{stalled_for + seconds:.0f} s while the broker answered (larger than the client's fetch limit, "
-                  "stream/kafka/config.py); skipped")
-        self.skip(tp, offset, detail)
-        self.connections.replace_train_consumer(self.state.train_offsets)
 
 
 class ScoringStallWatch:
@@ -127,33 +104,67 @@ class ScoringStallWatch:
         for tp in [tp for tp in self.progress if tp not in positions]:
             del self.progress[tp]  # no longer assigned here
         for tp, (position, end) in positions.items():
-            seen = self.progress.get(tp)
-            if seen is None or seen[0] != position or end <= position:
-                self.progress[tp] = (position, now)
+            stalled_for = stalled_seconds(self.progress, tp, position, end, now, self.config.poison_timeout)
+            if stalled_for is None:
                 continue
-            if now - seen[1] < self.config.poison_timeout:
-                continue
-            seconds = min(PROBE_SECONDS, self.config.poison_timeout)
-            log.warning("scoring partition stalled: records wait beyond the group's position but none arrives; "
-                        "probing", extra={"topic": tp.topic, "partition": tp.partition, "offset": position,
-                                          "stalled_seconds": round(now - seen[1], 1), "probe_seconds": seconds})
-            fetchable = probe_fetch(self.connections, tp, position, seconds)
+            outcome = probe_stalled(SCORING, self.config, self.connections, self.metrics, tp, position, stalled_for,
+                                    self.skip)
             self.progress[tp] = (position, self.clock())
-            if fetchable is None:
-                log.warning("probe inconclusive: the broker did not answer; nothing skipped",
-                            extra={"topic": tp.topic, "partition": tp.partition, "offset": position})
-            elif fetchable:
-                self.metrics.partition_stalls.labels("score", "fetchable").inc()
-                log.warning("the record is fetchable: joining the group again",
-                            extra={"topic": tp.topic, "partition": tp.partition, "offset": position})
+            if outcome == "fetchable":
                 self.connections.rejoin()
-            else:
-                self.metrics.partition_stalls.labels("score", "skipped").inc()
-                self.skip(tp, position, (
-                    f"the Kafka client could not fetch the record at offset {position} within its limits for "
-                    f"{now - seen[1] + seconds:.0f} s while the broker answered (larger than --max-fetch-bytes); "
-                    "skipped"))
+            elif outcome == "skipped":
                 return  # the consumer was replaced: positions are read again at the next refresh
+
+
+@dataclass(frozen=True)
+class StalledSide:
+    """What differs between a stalled training and a stalled scoring partition: the metric's ``source`` label,
+    the log lines, and the fetch limit an unfetchable record is over (named in its dead letter)."""
+
+    source: str
+    stalled: str
+    fetchable: str
+    limit: str
+
+
+TRAINING = StalledSide("train", "training partition stalled: records wait beyond the model's offset but none arrives; "
+                       "probing", "the record is fetchable: re-creating the training consumer",
+                       "larger than the client's fetch limit, stream/kafka/config.py")
+SCORING = StalledSide("score", "scoring partition stalled: records wait beyond the group's position but none arrives; "
+                      "probing", "the record is fetchable: joining the group again", "larger than --max-fetch-bytes")
+
+
+def stalled_seconds(progress: dict, key, position: int, end: int, now: float, timeout: float) -> float | None:
+    """How long ``key``'s ``position`` has not moved while records wait up to ``end``, once that is at least
+    ``timeout``; else ``None``. A moved position (or none waiting) restarts ``progress[key]``'s clock."""
+    seen = progress.get(key)
+    if seen is None or seen[0] != position or end <= position:
+        progress[key] = (position, now)
+        return None
+    stalled_for = now - seen[1]
+    return stalled_for if stalled_for >= timeout else None
+
+
+def probe_stalled(side: StalledSide, config: ServiceConfig, connections: Connections, metrics: ServiceMetrics,
+                  tp: TopicPartition, offset: int, stalled_for: float,
+                  skip: Callable[[TopicPartition, int, str], None]) -> str | None:
+    """Probe the record at a stalled partition's ``offset``; ``"fetchable"``, ``"skipped"`` (handed to ``skip``
+    with the dead letter's detail) or ``None`` (inconclusive: the broker did not answer, nothing skipped)."""
+    seconds = min(PROBE_SECONDS, config.poison_timeout)
+    where = {"topic": tp.topic, "partition": tp.partition, "offset": offset}
+    log.warning(side.stalled, extra={**where, "stalled_seconds": round(stalled_for, 1), "probe_seconds": seconds})
+    fetchable = probe_fetch(connections, tp, offset, seconds)
+    if fetchable is None:
+        log.warning("probe inconclusive: the broker did not answer; nothing skipped", extra=where)
+        return None
+    if fetchable:
+        metrics.partition_stalls.labels(side.source, "fetchable").inc()
+        log.warning(side.fetchable, extra=where)
+        return "fetchable"
+    metrics.partition_stalls.labels(side.source, "skipped").inc()
+    skip(tp, offset, f"the Kafka client could not fetch the record at offset {offset} within its limits for "
+                     f"{stalled_for + seconds:.0f} s while the broker answered ({side.limit}); skipped")
+    return "skipped"
 
 
 def probe_fetch(connections: Connections, tp: TopicPartition, offset: int, seconds: float) -> bool | None:
