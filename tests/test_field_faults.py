@@ -49,6 +49,8 @@ def test_1_a_record_from_the_future_never_moves_the_model_clock(kafka_broker, un
     try:
         produce(cfg.bootstrap_servers, cfg.train_topic, [learn(i) for i in range(300)])
         wait_until(lambda: len(running.service.model) >= 300, 30, "300 learned")
+        # the batch finished too: the model is read from this thread, and mid-batch its totals lag its documents
+        wait_until(lambda: not running.service.checkpoint.half_applied, 30, "the batch applied")
         before, documents = _posteriors(running.service.model), len(running.service.model)
         running.service.refresh_gauges()
         gauge_before = sample(running.service, "sgm_model_documents")
