@@ -48,7 +48,7 @@ from .loops.entries import DONE, NEED_ENTRIES, add_entries, count_terms, remove_
 from .resummation import resum_totals
 
 #: Weights below this (in true units) would underflow when rescaled; such documents expire.
-_UNDERFLOW = 1e-280
+EXPIRY_WEIGHT = 1e-280
 
 #: What the memory bound in bytes (:meth:`CountState.approx_bytes`) charges beyond the state's arrays,
 #: measured on this machine (docs/RELIABILITY.md, "Bounded memory"): a live document (its record, id,
@@ -395,7 +395,7 @@ class CountState:
                 t = clock.event_time(item[4])  # ts None: the model time at this document
                 times.append(t)
                 factor = clock.factor(t)
-                if factor * clock.scale() < _UNDERFLOW:
+                if factor * clock.scale() < EXPIRY_WEIGHT:
                     self.expired_documents += 1
                 else:
                     kept.append(position)
@@ -641,7 +641,7 @@ class CountState:
     def _rebase(self, half_lives: int) -> None:
         """Move the decay origin forward by whole half-lives (exact rescaling)."""
         shrink = 2.0 ** -half_lives
-        for doc_id in [d for d, r in self.docs.items() if r.factor * shrink < _UNDERFLOW]:
+        for doc_id in [d for d, r in self.docs.items() if r.factor * shrink < EXPIRY_WEIGHT]:
             self.remove_document(doc_id)
             self.expired_documents += 1
         n = self.ent_used

@@ -22,6 +22,8 @@ import math
 import time
 from typing import Any, Callable, Sequence
 
+from sgm.model.state import EXPIRY_WEIGHT
+
 
 class EventTimeGuard:
     """Refuses event times more than ``max_skew`` seconds ahead of ``clock()``.
@@ -61,9 +63,9 @@ def guard_for(max_skew: float | None) -> EventTimeGuard | None:
     return None if max_skew is None else EventTimeGuard(max_skew)
 
 
-#: Half-lives behind the model's time after which a document's weight, ``2 ** -h``, is below the 1e-280
-#: at which the count state expires it on arrival (model/state.py): learning it would change nothing.
-EXPIRED_AFTER_HALF_LIVES = math.log2(1e280)
+#: Half-lives behind the model's time after which a document's weight, ``2 ** -h``, is below the weight at
+#: which the count state expires it on arrival (``EXPIRY_WEIGHT``, model/state.py): learning it would change nothing.
+EXPIRED_AFTER_HALF_LIVES = -math.log2(EXPIRY_WEIGHT)
 
 
 def decay_clocks(model: Any) -> list:
