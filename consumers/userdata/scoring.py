@@ -93,8 +93,10 @@ def score_locally(saved, entries: list[Entry], top_k: int, threshold: float | No
                                                  else entry.doc.text) for entry in batch])
         ranking = model.rank_many(docs, k, threshold)
         probabilities = ranking.probabilities.tolist()
-        made, labels = ([None] * len(batch), ranking.labels) if decision is None else \
-            decision.decide(model, ranking.names, probabilities)
+        if decision is None:
+            made, labels = [None] * len(batch), ranking.labels
+        else:
+            made, labels = decision.decide(model, ranking.names, probabilities)
         for entry, names, row, row_labels, row_made, read in zip(batch, ranking.names, probabilities, labels, made,
                                                                  mail):
             entry.answer = Answer(list(row_labels), list(zip(names[:top_k], row[:top_k])), info, row_made, read)
