@@ -17,19 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-SEP = "\x1f"
+from tests.reference_documents import SEP, RefDoc, ReferenceDocuments
 
 
 @dataclass
-class RefDoc:
-    classes: tuple[str, ...]
-    raw: dict[str, float]
-    weights: dict[str, float]
-    ts: float
-
-
-@dataclass
-class DenseReference:
+class DenseReference(ReferenceDocuments):
     spec: object  # model.spec.ModelSpec (only its plain fields are read)
     params: dict
     half_life: float | None = None
@@ -37,45 +29,9 @@ class DenseReference:
     docs: dict[str, RefDoc] = field(default_factory=dict)
     now: float | None = None
 
-    # ----------------------------------------------------------- semantics
-    def classes_of(self, labels) -> tuple[str, ...]:
-        labels = [labels] if isinstance(labels, str) else list(dict.fromkeys(labels))
-        if self.multilabel == "powerset":
-            return (SEP.join(sorted(labels)),)
-        return tuple(labels)
-
-    def decay(self, ts: float) -> float:
-        if self.half_life is None:
-            return 1.0
-        return 2.0 ** (-(self.now - ts) / self.half_life)
-
-    def doc_frequencies(self) -> tuple[float, dict[str, float]]:
-        total, per_term = 0.0, {}
-        for d in self.docs.values():
-            weight = self.decay(d.ts)
-            total += weight
-            for term in d.raw:
-                per_term[term] = per_term.get(term, 0.0) + weight
-        return total, per_term
-
-    def idf(self, term: str, total: float, per_term: dict[str, float]) -> float:
-        df = per_term.get(term, 0.0)
-        if df <= 0:
-            return 0.0
-        return math.log(max(1.0, self.params.get("ups_idf", 0.0) + total / df))
-
-    def tfidf(self, raw: dict[str, float], total, per_term) -> dict[str, float]:
-        kind = self.spec.weighting
-        length = len(raw)
-        phi = self.params.get("phi", 0.0)
-        out = {}
-        for term, count in raw.items():
-            if kind.startswith("qidf"):
-                out[term] = count * self.idf(term, total, per_term)
-            else:
-                tf = math.log(1 + count / length**phi) / length ** (1 - phi)
-                out[term] = tf * self.idf(term, total, per_term)
-        return out
+    @property
+    def weighting(self) -> str | None:
+        return self.spec.weighting
 
     def learn(self, raw: dict[str, float], labels, ts: float | None, doc_id: str) -> None:
         classes = self.classes_of(labels)
@@ -88,7 +44,7 @@ class DenseReference:
         self.now = t if self.now is None else max(self.now, t)
         doc = RefDoc(classes, dict(raw), dict(raw), t)
         self.docs[doc_id] = doc
-        if self.spec.weighting and not self.spec.weighting.startswith("qidf"):
+        if self.weighting and not self.weighting.startswith("qidf"):
             total, per_term = self.doc_frequencies()  # counts the new document too
             doc.weights = self.tfidf(raw, total, per_term)
 

@@ -21,17 +21,7 @@ from fractions import Fraction
 from dataclasses import dataclass, field
 
 from tests.reference import class_weights_of
-
-SEP = "\x1f"
-
-
-@dataclass
-class RefDoc:
-    classes: tuple[str, ...]
-    raw: dict[str, float]
-    weights: dict[str, float]
-    ts: float
-    seq: int
+from tests.reference_documents import SEP, RefDoc, ReferenceDocuments
 
 
 def _one_minus_ratio(counts, discounts, denominator_terms) -> float:
@@ -54,7 +44,7 @@ def _logsumexp(values: list[float]) -> float:
 
 
 @dataclass
-class DenseTDMReference:
+class DenseTDMReference(ReferenceDocuments):
     background: str  # "u" | "c" | "uc"
     discount: str | None  # "ad" | "pd" | None (label level)
     jm: bool
@@ -81,39 +71,6 @@ class DenseTDMReference:
                    model.state.prune_below, model.state.max_documents)
 
     # ----------------------------------------------------------- learning
-    def classes_of(self, labels) -> tuple[str, ...]:
-        labels = [labels] if isinstance(labels, str) else list(dict.fromkeys(labels))
-        if self.multilabel == "powerset":
-            return (SEP.join(sorted(labels)),)
-        return tuple(labels)
-
-    def decay(self, ts: float) -> float:
-        if self.half_life is None:
-            return 1.0
-        return 2.0 ** (-(self.now - ts) / self.half_life)
-
-    def _document_frequencies(self) -> tuple[float, dict[str, float]]:
-        total, per_term = 0.0, {}
-        for d in self.docs.values():
-            weight = self.decay(d.ts)
-            total += weight
-            for term in d.raw:
-                per_term[term] = per_term.get(term, 0.0) + weight
-        return total, per_term
-
-    def _tfidf(self, raw: dict[str, float], total: float, per_term: dict[str, float]) -> dict[str, float]:
-        kind, phi, lift = self.weighting, self.params.get("phi", 0.0), self.params.get("ups_idf", 0.0)
-        length = len(raw)
-        out = {}
-        for term, count in raw.items():
-            df = per_term.get(term, 0.0)
-            idf = math.log(max(1.0, lift + total / df)) if df > 0 else 0.0
-            if kind.startswith("qidf"):
-                out[term] = count * idf
-            else:
-                out[term] = math.log(1 + count / length**phi) / length ** (1 - phi) * idf
-        return out
-
     def learn(self, raw: dict[str, float], labels, ts: float | None, doc_id: str) -> None:
         raw = {t: float(c) for t, c in raw.items() if c != 0}
         classes = self.classes_of(labels)
@@ -128,7 +85,7 @@ class DenseTDMReference:
         doc = RefDoc(classes, raw, dict(raw), t, self.seq)
         self.docs[doc_id] = doc
         if self.weighting and not self.weighting.startswith("qidf"):
-            doc.weights = self._tfidf(raw, *self._document_frequencies())
+            doc.weights = self.tfidf(raw, *self.doc_frequencies())
         self._apply_memory_bound()
 
     def learn_batch(self, items: list[tuple[dict, object, float | None, str]]) -> None:
@@ -159,9 +116,9 @@ class DenseTDMReference:
         if not part:
             return
         if self.weighting and not self.weighting.startswith("qidf"):
-            total, per_term = self._document_frequencies()
+            total, per_term = self.doc_frequencies()
             for doc_id in part:
-                self.docs[doc_id].weights = self._tfidf(self.docs[doc_id].raw, total, per_term)
+                self.docs[doc_id].weights = self.tfidf(self.docs[doc_id].raw, total, per_term)
         self._apply_memory_bound()
 
     def _apply_memory_bound(self) -> None:
@@ -238,7 +195,7 @@ class DenseTDMReference:
         theta = self.params.get("theta", 1.0)
 
         if self.weighting:
-            query = self._tfidf({t: float(c) for t, c in raw_query.items() if c != 0}, *self._document_frequencies())
+            query = self.tfidf({t: float(c) for t, c in raw_query.items() if c != 0}, *self.doc_frequencies())
         else:
             query = {t: float(c) for t, c in raw_query.items()}
         query = {t: w for t, w in query.items() if t in term_total and w > 0}
@@ -286,7 +243,7 @@ class DenseTDMReference:
         """``|w|_1`` of the query as scored (seen terms, weighted; without the fw weights ``g <= 1``: a bound)."""
         vocab = {t for d in self.docs.values() for t, w in d.weights.items() if w > 0}
         if self.weighting:
-            query = self._tfidf({t: float(c) for t, c in raw_query.items() if c != 0}, *self._document_frequencies())
+            query = self.tfidf({t: float(c) for t, c in raw_query.items() if c != 0}, *self.doc_frequencies())
         else:
             query = dict(raw_query)
         return sum(w for t, w in query.items() if t in vocab and w > 0)
