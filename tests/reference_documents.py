@@ -15,6 +15,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import pytest
+
+from sgm.model import LearnGuardError  # only apply_removal reads it: the references compute nothing with model/
+
 SEP = "\x1f"
 
 
@@ -68,3 +72,24 @@ class ReferenceDocuments:
                 tf = math.log(1 + count / length**phi) / length ** (1 - phi)
                 out[term] = tf * self.idf(term, total, per_term)
         return out
+
+
+def apply_removal(model, reference: ReferenceDocuments, op: tuple) -> None:
+    """Apply a ``("forget", id)`` or ``("unlearn", id, labels)`` step to a model and its reference alike,
+    checking the model's answer: ``forget`` says whether the id was live; ``unlearn`` says False for an
+    unknown id, refuses labels other than the learned ones (``LearnGuardError``, symmetric learn/unlearn)
+    and otherwise removes the document."""
+    if op[0] == "forget":
+        assert model.forget(op[1]) == (op[1] in reference.docs)
+        reference.forget(op[1])
+        return
+    _, doc_id, labels = op
+    record = reference.docs.get(doc_id)
+    if record is None:
+        assert model.unlearn_one(None, labels, id=doc_id) is False
+    elif set(record.classes) != set(reference.classes_of(labels)):
+        with pytest.raises(LearnGuardError):
+            model.unlearn_one(None, labels, id=doc_id)
+    else:
+        assert model.unlearn_one(None, labels, id=doc_id) is True
+        reference.forget(doc_id)

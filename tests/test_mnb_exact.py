@@ -11,8 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sgm.model import MNB, LearnGuardError
+from sgm.model import MNB
 from tests.reference import DenseReference, as_array, class_weight_params
+from tests.reference_documents import apply_removal
 
 VOCAB = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
 LABELS = ["a", "b", "c"]
@@ -86,20 +87,8 @@ def replay(config, op_list, final_queries):
             key = doc_id if doc_id is not None else model.anonymous_id(doc)
             model.learn_one(doc, labels, ts=ts, id=doc_id)
             reference.learn(doc, labels, ts, key)
-        elif kind == "forget":
-            assert model.forget(op[1]) == (op[1] in reference.docs)
-            reference.forget(op[1])
-        elif kind == "unlearn":
-            _, doc_id, labels = op
-            record = reference.docs.get(doc_id)
-            if record is None:
-                assert model.unlearn_one(None, labels, id=doc_id) is False
-            elif set(record.classes) != set(reference.classes_of(labels)):
-                with pytest.raises(LearnGuardError):
-                    model.unlearn_one(None, labels, id=doc_id)
-            else:
-                assert model.unlearn_one(None, labels, id=doc_id) is True
-                reference.forget(doc_id)
+        elif kind in ("forget", "unlearn"):
+            apply_removal(model, reference, op)
         else:  # score now: fills the posting cache, which later updates make stale
             check(model, reference, [op[1]])
     check(model, reference, final_queries)

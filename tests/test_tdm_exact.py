@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from sgm.model import TDM, LearnGuardError, build_model, model_config
 from sgm.model.state import CountState
 from tests.reference import class_weight_params
+from tests.reference_documents import apply_removal
 from tests.reference_tdm import DenseTDMReference, class_name
 
 VOCAB = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
@@ -177,20 +178,8 @@ def replay(config, op_list, final_queries, **extra):
             model.learn_many([d for d, _, _, _ in items], [lab for _, lab, _, _ in items], ts=[t for _, _, t, _ in items],
                              ids=[i for _, _, _, i in items])
             reference.learn_batch([(d, lab, t, doc_key(model, d, i)) for d, lab, t, i in items])
-        elif kind == "forget":
-            assert model.forget(op[1]) == (op[1] in reference.docs)
-            reference.forget(op[1])
-        elif kind == "unlearn":
-            _, doc_id, labels = op
-            record = reference.docs.get(doc_id)
-            if record is None:
-                assert model.unlearn_one(None, labels, id=doc_id) is False
-            elif set(record.classes) != set(reference.classes_of(labels)):
-                with pytest.raises(LearnGuardError):
-                    model.unlearn_one(None, labels, id=doc_id)
-            else:
-                assert model.unlearn_one(None, labels, id=doc_id) is True
-                reference.forget(doc_id)
+        elif kind in ("forget", "unlearn"):
+            apply_removal(model, reference, op)
         elif kind == "restore":
             model = restored_copy(model)
         else:  # score now: fills the posting caches, which later updates make stale
