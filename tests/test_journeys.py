@@ -113,5 +113,5 @@ def test_a_restart_with_other_settings_names_the_setting(tmp_path):
     with pytest.raises(ConfigMismatch) as refused:
         restore(config, SnapshotStore(tmp_path / "state"), None)
     message = str(refused.value)
-    assert "other model settings than requested: multilabel 'per_label' (requested: 'powerset');" in message
+    assert "another model configuration than requested: multilabel 'per_label' (requested: 'powerset');" in message
     assert "--state-dir" in message

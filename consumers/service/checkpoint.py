@@ -51,8 +51,8 @@ class ConfigMismatch(RuntimeError):
     ...     restore(ServiceConfig(model="u_dp", state_dir=folder), store, None)
     Traceback (most recent call last):
     ...
-    sgm.consumers.service.checkpoint.ConfigMismatch: ...snapshot-000000000001.sgm was made with other model settings \
-than requested: model 'mnb_u_jm' (requested: 'mnb_u_dp'), ...; start with the snapshot's settings ...
+    sgm.consumers.service.checkpoint.ConfigMismatch: ...snapshot-000000000001.sgm was made with another model \
+configuration than requested: model 'mnb_u_jm' (requested: 'mnb_u_dp'), ...; start with the snapshot's settings ...
     """
 
 
@@ -137,7 +137,7 @@ def restore(config: ServiceConfig, store: SnapshotStore, metrics: ServiceMetrics
                              f"not {config.train_topic!r}")
     have, want = model_config(model), model_config(wanted)
     if have != want:
-        raise ConfigMismatch(f"{path} was made with other model settings than requested: "
+        raise ConfigMismatch(f"{path} was made with another model configuration than requested: "
                              f"{config_differences(have, want)}; start with the snapshot's settings to keep its model, "
                              "or use another --state-dir (or delete it) to start a new model (snapshot: "
                              f"{have}; requested: {want})")
