@@ -115,3 +115,36 @@ def test_a_restart_with_other_settings_names_the_setting(tmp_path):
     message = str(refused.value)
     assert "another model configuration than requested: multilabel 'per_label' (requested: 'powerset');" in message
     assert "--state-dir" in message
+
+
+@pytest.mark.kafka
+def test_a_record_without_ts_after_a_historical_corpus_is_reported_real_broker(kafka_broker, unique_name, tmp_path,
+                                                                             caplog):
+    """With decay, a story learned without ``ts`` (the Kafka timestamp: now) after Reuters-style 1987 stories
+    moves the model's time 39 years ahead, and every 1987 story expires: decay working as specified, but a
+    newcomer's model emptied in silence. The service now says so in one warning naming the batch."""
+    config = make_config(unique_name, tmp_path, client="confluent", bootstrap_servers=kafka_broker.bootstrap_servers,
+                         half_life=604800.0)
+    client = open_client("confluent", kafka_broker.config())
+    running = start_service(config, client)
+    old = [{"id": i, "text": t, "labels": labels, "ts": f"1987-03-0{n + 1}T10:00:00"}
+           for n, (i, t, labels) in enumerate(STORIES)]
+    try:
+        producer = client.producer()
+        for value in old:
+            producer.send(config.train_topic, json.dumps(value).encode(), key=value["id"].encode())
+        producer.flush()
+        wait_until(lambda: len(running.service.model) == len(old), 60, "the 1987 stories learned", interval=0.1)
+        with caplog.at_level("WARNING", logger="sgm.service"):
+            producer.send(config.train_topic, json.dumps({"id": "new", "text": "oil output", "labels": ["crude"]})
+                          .encode(), key=b"new")
+            producer.flush()
+            producer.close()
+            wait_until(lambda: "new" in running.service.model, 60, "the story without ts learned", interval=0.1)
+            wait_until(lambda: any("time jumped" in r.getMessage() for r in caplog.records), 10, "the warning")
+    finally:
+        running.halt()
+    assert len(running.service.model) == 1  # decay as specified: the 1987 stories expired
+    [warning] = [r for r in caplog.records if "time jumped" in r.getMessage()]
+    assert warning.expired == len(old) and warning.documents == 1 and warning.half_lives > 2000
+    assert warning.last_offset == len(old)  # the batch that did it: the record at offset 5

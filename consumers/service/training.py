@@ -32,7 +32,7 @@ from ..prometheus import ServiceMetrics
 from .checkpoint import Checkpoint, ModelState
 from .connections import Connections
 from .dead_letters import DeadLetters
-from .event_time import EventTimeGuard, decay_clocks, guard_for, half_lives_behind, past_detail
+from .event_time import EventTimeGuard, TimeJump, decay_clocks, guard_for, half_lives_behind, past_detail
 from .prequential import RecentPredictions
 
 log = logging.getLogger("sgm.service")
@@ -247,8 +247,15 @@ class Training(TrainingEvents):
             if below and self.on_below(below):
                 return
         self._dead = dead = []
+        jump = TimeJump(self.state.model)
         with self.checkpoint.applying():  # until it ends, the model and the offsets may disagree
             apply_in_log_order(self.state.model, records, self.state.train_offsets, self, self.limits, self.guard)
+        jumped = jump.after(self.state.model)
+        if jumped is not None and records:
+            log.warning("the model's time jumped forward and documents expired: with decay, model time is the latest "
+                        "event time learned (records without ts take the Kafka timestamp, i.e. when they were sent)",
+                        extra={**jumped, "topic": records[0].topic, "first_offset": records[0].offset,
+                               "last_offset": records[-1].offset})
         if dead:
             self.dead_letters.send_training(dead)
 
