@@ -148,3 +148,18 @@ def test_a_record_without_ts_after_a_historical_corpus_is_reported_real_broker(k
     [warning] = [r for r in caplog.records if "time jumped" in r.getMessage()]
     assert warning.expired == len(old) and warning.documents == 1 and warning.half_lives > 2000
     assert warning.last_offset == len(old)  # the batch that did it: the record at offset 5
+
+
+def test_learn_names_a_label_the_model_does_not_know(tmp_path, capsys):
+    """A correction with a misspelt label (``grian``) is learned as given (labels are an open set); with the
+    service's --state-dir, ``sgm learn`` names it and the known label it is closest to."""
+    _saved_model(tmp_path)
+    corrections = tmp_path / "corrections.jsonl"
+    corrections.write_text(json.dumps({"id": "s1", "text": STORIES[0][1], "labels": ["grian"]}) + "\n"
+                           + json.dumps({"id": "s2", "text": STORIES[1][1], "labels": ["crude"]}) + "\n")
+    assert main(["learn", "--dry-run", "--state-dir", str(tmp_path / "state"), str(corrections)]) == 0
+    err = capsys.readouterr().err
+    assert "labels new to the model (version 5, " in err and ": grian (close to grain);" in err
+    assert "crude" not in err
+    assert main(["learn", "--dry-run", "--state-dir", str(tmp_path / "nowhere"), str(corrections)]) == 2
+    assert "no state directory" in capsys.readouterr().err
