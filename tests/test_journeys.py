@@ -163,3 +163,30 @@ def test_learn_names_a_label_the_model_does_not_know(tmp_path, capsys):
     assert "crude" not in err
     assert main(["learn", "--dry-run", "--state-dir", str(tmp_path / "nowhere"), str(corrections)]) == 2
     assert "no state directory" in capsys.readouterr().err
+
+
+def test_relabels_are_counted_by_label_set_in_both_modes():
+    """The same labels in another order are no relabel; another set is one, in per-label and powerset mode,
+    whether the earlier learn is in the model or still pending in the same batch."""
+    from sgm.consumers.service.training import TrainingEvents, apply_in_log_order
+    from sgm.stream.kafka import Record
+
+    class Counted(TrainingEvents):
+        def __init__(self):
+            self.ops = []
+
+        def unlearned(self, op):
+            self.ops.append(op)
+
+    values = [{"id": "s1", "text": "wheat", "labels": ["grain", "wheat"]},
+              {"id": "s1", "text": "wheat", "labels": ["wheat", "grain"]},  # the same set: no relabel
+              {"id": "s1", "text": "wheat", "labels": ["grain"]},  # another set: a relabel
+              {"id": "s2", "text": "oil", "labels": ["crude"]}]
+    records = [Record("train", 0, n, None, json.dumps(v).encode()) for n, v in enumerate(values)]
+    for multilabel in ("per_label", "powerset"):
+        for batches in ([records], [records[:1], records[1:2], records[2:]]):  # pending, or already in the model
+            model, events, offsets = MNB("u_jm", multilabel=multilabel), Counted(), {}
+            for batch in batches:
+                apply_in_log_order(model, batch, offsets, events)
+            assert events.ops == ["relabel"], (multilabel, len(batches))
+            assert model.document("s1").labels == ["grain"]
