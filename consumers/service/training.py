@@ -163,9 +163,9 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
                     behind = half_lives_behind(clocks, ts)
                     if behind is not None and parsed.id in model:
                         behind = None  # a relearn: the model decides (same labels: nothing; others: replaced)
-                try:
-                    classes = frozenset(model.check_labels(parsed.labels))  # refuse before batching: a batch must
-                except ValueError as exc:  # not fail midway
+                try:  # refuse before batching: a batch must not fail midway
+                    classes = frozenset(model.check_labels(parsed.labels))
+                except ValueError as exc:
                     events.rejected(record, ApplyReason.MODEL_REJECTED, str(exc), parsed.id)
                 else:
                     if behind is not None:
