@@ -103,8 +103,12 @@ class ServiceConfig:
     param: dict = _setting(None, "model parameter NAME=VALUE, repeatable (beta, mu, delta, ups, phi, ups_idf, theta, ...)")
     config: str | None = _setting(None, "JSON model configuration file (as written by sgm tune, or by sgm ensemble: "
                                         "bases and a fixed pool); --param overrides a single model's")
-    half_life: float | None = _setting(None, "decay half-life in seconds of event time (none: no decay)")
-    multilabel: str = _setting("per_label", "how several labels are counted", choices=("per_label", "powerset"))
+    half_life: float | None = _setting(None, "decay half-life in seconds of event time (none: no decay); a record "
+                                             "without ts takes its Kafka timestamp (docs/YOUR_DATA.md, 'Time and "
+                                             "decay')")
+    multilabel: str = _setting("per_label", "how several labels are counted: per_label = under each label, posteriors "
+                                            "over single labels; powerset = each label set one class (the snapshot "
+                                            "keeps it; docs/YOUR_DATA.md)", choices=("per_label", "powerset"))
     top_k: int = _setting(3, "labels with posteriors in each output record")
     label_threshold: float | None = _setting(None, "output every label with probability >= this: its posterior "
                                                    "(per-label mode) or its marginal (powerset mode; over the "

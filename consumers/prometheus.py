@@ -36,7 +36,7 @@ MAX_LABEL_SERIES = 500
 #: Predictions whose feedback forms the prequential accuracy window.
 ACCURACY_WINDOW = 1000
 #: Label values known before any event (their series start at zero, see ServiceMetrics._initialise_known_series).
-UNLEARN_OPS = ("unlearn", "forget")
+UNLEARN_OPS = ("unlearn", "forget", "relabel")
 FEEDBACK_OUTCOMES = ("correct", "wrong")
 SOURCES = ("train", "score")
 BATCH_STAGES = ("parse", "score", "produce", "ack_commit")
@@ -64,7 +64,8 @@ class ServiceMetrics:
         # -- documents
         self.learned = Counter("sgm_documents_learned_total", "Training documents learned", registry=registry)
         self.unlearned = Counter("sgm_documents_unlearned_total",
-                                 "Training documents removed by a correction (op=unlearn) or a forget (op=forget)",
+                                 "Training documents removed by a correction (op=unlearn), a forget (op=forget), or moved "
+                                 "to other labels by a learn of their id (op=relabel)",
                                  ["op"], registry=registry)
         self.training_records = Counter("sgm_training_records_total",
                                         "Training records applied (valid or rejected; redeliveries skipped)",

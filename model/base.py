@@ -434,7 +434,7 @@ class GenerativeTextModel(PosteriorPredictions):
         if record is None:
             return False
         if labels is not None and self._record_classes(record) != set(self._class_keys(labels)):
-            learned = sorted(self._record_classes(record))
+            learned = sorted(label for key in self._record_classes(record) for label in key.split(POWERSET_SEPARATOR))
             raise LearnGuardError(f"document {doc_id!r} was learned with {learned}, not {labels!r}")
         self.state.remove_document(doc_id)
         return True
@@ -445,6 +445,18 @@ class GenerativeTextModel(PosteriorPredictions):
 
     def __contains__(self, id: str) -> bool:
         return str(id) in self.state.docs
+
+    def learned_classes(self, id: str) -> frozenset[str] | None:
+        """The class keys the live document ``id`` is learned under (as :meth:`check_labels` gives them), or ``None``.
+
+        >>> from sgm.model import MNB
+        >>> m = MNB("u_jm"); m.learn_one("cheap pills", ["spam", "phish"], id="m1")
+        True
+        >>> m.learned_classes("m1") == frozenset(m.check_labels(["phish", "spam"])), m.learned_classes("m2")
+        (True, None)
+        """
+        record = self.state.docs.get(str(id))
+        return None if record is None else frozenset(self._record_classes(record))
 
     def __len__(self) -> int:
         """Number of live documents."""

@@ -244,6 +244,9 @@ class Ensemble(PosteriorPredictions):
     def __contains__(self, id: str) -> bool:
         return id in self.bases[0]
 
+    def learned_classes(self, id: str) -> frozenset[str] | None:
+        return self.bases[0].learned_classes(id)
+
     @property
     def classes_(self) -> list:
         return self.bases[0].classes_

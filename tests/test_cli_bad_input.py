@@ -94,9 +94,9 @@ def test_one_line_errors(tmp_path, capsys):
         (["score", "--state-dir", str(tmp_path / "nowhere"), str(tmp_path / "a.txt")], 2, "no state directory"),
         (["score", "--state-dir", str(tmp_path / "empty"), str(tmp_path / "a.txt")], 2, "no snapshot in"),
         (["score", "--state-dir", str(tmp_path / "empty"), "--threshold", "-1", str(tmp_path / "a.txt")], 2,
-         "--threshold must lie in (0, 1]"),  # -1 output every label the model knows; 2 no label over it
+         "--label-threshold must lie in (0, 1]"),  # -1 output every label the model knows; 2 no label over it
         (["score", "--state-dir", str(tmp_path / "empty"), "--threshold", "2", str(tmp_path / "a.txt")], 2,
-         "--threshold must lie in (0, 1]"),
+         "--label-threshold must lie in (0, 1]"),
         (["stats", "--state-dir", str(tmp_path / "nowhere")], 2, "no state directory"),
         (["learn", "--bootstrap-servers", "127.0.0.1:9", "--connect-timeout", "1", "--label", "x",
           str(tmp_path / "a.txt")], 2, "no Kafka broker answered at 127.0.0.1:9"),

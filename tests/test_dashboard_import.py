@@ -64,7 +64,7 @@ def test_every_queried_series_exists_from_the_start(tmp_path):
     missing = sorted(queried - names - FROM_THE_DATA - PROMETHEUS_MADE)
     assert not missing, f"queried but absent before the first event: {missing}"
     assert found.value("sgm_documents_learned_total") == 0 and "process_cpu_seconds_total" in names
-    for op in ("unlearn", "forget"):
+    for op in ("unlearn", "forget", "relabel"):
         assert ("sgm_documents_unlearned_total", frozenset({("op", op)})) in found.samples
     for outcome in ("correct", "wrong"):
         assert ("sgm_feedback_total", frozenset({("outcome", outcome)})) in found.samples

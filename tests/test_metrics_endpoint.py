@@ -157,6 +157,9 @@ def expected_outcome(config: ServiceConfig, events) -> Expected:
         parsed = parse_train(event.value)
         doc = parsed.text if parsed.text is not None else parsed.terms
         if parsed.op is Op.LEARN:
+            held = model.learned_classes(parsed.id)
+            if held is not None and held != frozenset(model.check_labels(parsed.labels)):
+                out.unlearned["relabel"] += 1  # learned again with other labels: the old ones are unlearned
             model.learn_one(doc, parsed.labels, ts=parsed.ts, id=parsed.id)
             out.learned += 1
         elif parsed.op is Op.FORGET:

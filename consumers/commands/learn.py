@@ -19,6 +19,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..userdata.connection import add_kafka_arguments
 from ..userdata.inputs import add_input_arguments, checked_inputs, documents
@@ -36,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = "examples:\n" + EXAMPLES + "\n\nguide: docs/YOUR_DATA.md"
     add_input_arguments(parser, labels="label for inputs without labels of their own (repeat for several)")
     parser.add_argument("--dry-run", action="store_true", help="read and check everything, send nothing")
+    parser.add_argument("--state-dir", default=None, metavar="DIR",
+                        help="the service's --state-dir: name the labels its newest snapshot does not know yet, with "
+                             "the known ones they are closest to (a misspelt label is learned as given)")
     add_kafka_arguments(parser)
 
 
@@ -45,4 +49,12 @@ def run(args: argparse.Namespace) -> int:
     labels = checked_inputs("learn", args)
     if labels is None:
         return 2
-    return send_training("learn", args, documents(args, labels))
+    saved = None
+    if args.state_dir is not None:
+        from ..userdata.snapshots import NoSnapshot, load_saved_model
+        try:
+            saved = load_saved_model(args.state_dir)
+        except NoSnapshot as exc:
+            print(f"sgm learn: {exc}", file=sys.stderr)
+            return 2
+    return send_training("learn", args, documents(args, labels), saved)

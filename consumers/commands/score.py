@@ -45,8 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--state-dir", default=None, metavar="DIR",
                      help="score locally with the newest snapshot in DIR (no broker); default: through the service")
     out.add_argument("--top-k", type=int, default=3, help="labels with posteriors per document (default 3)")
-    out.add_argument("--threshold", type=float, default=None,
-                     help="local, per-label models: output every label with posterior >= this")
+    out.add_argument("--label-threshold", "--threshold", dest="threshold", type=float, default=None, metavar="T",
+                     help="with --state-dir: output every label with probability >= T, as sgm serve --label-threshold "
+                          "does (its posterior in per-label mode, its marginal in powerset mode); through the "
+                          "service, the service's own --label-threshold applies")
     out.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                      help="through the service: how long to wait for the answers once sent (default 60)")
     out.add_argument("--json", action="store_true", help="one JSON object per line instead of tab-separated text")
@@ -69,7 +71,11 @@ def run(args: argparse.Namespace) -> int:
         print("sgm score: --top-k must be at least 1", file=sys.stderr)
         return 2
     if args.threshold is not None and not 0 < args.threshold <= 1:  # a typo: every label, or none over it
-        print(f"sgm score: --threshold must lie in (0, 1], got {args.threshold!r}", file=sys.stderr)
+        print(f"sgm score: --label-threshold must lie in (0, 1], got {args.threshold!r}", file=sys.stderr)
+        return 2
+    if args.threshold is not None and args.state_dir is None:  # the service's labels cannot follow it: say so
+        print("sgm score: --label-threshold applies when scoring from a snapshot (--state-dir DIR); through the "
+              "service the outputs carry the labels of sgm serve's own --label-threshold", file=sys.stderr)
         return 2
     saved = client = None
     try:

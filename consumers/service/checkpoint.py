@@ -51,8 +51,8 @@ class ConfigMismatch(RuntimeError):
     ...     restore(ServiceConfig(model="u_dp", state_dir=folder), store, None)
     Traceback (most recent call last):
     ...
-    sgm.consumers.service.checkpoint.ConfigMismatch: ...snapshot-000000000001.sgm was made with model configuration \
-{'model': 'mnb_u_jm', ...}, but {'model': 'mnb_u_dp', ...} was requested; use another --state-dir (or delete it) ...
+    sgm.consumers.service.checkpoint.ConfigMismatch: ...snapshot-000000000001.sgm was made with another model \
+configuration than requested: model 'mnb_u_jm' (requested: 'mnb_u_dp'), ...; start with the snapshot's settings ...
     """
 
 
@@ -137,12 +137,34 @@ def restore(config: ServiceConfig, store: SnapshotStore, metrics: ServiceMetrics
                              f"not {config.train_topic!r}")
     have, want = model_config(model), model_config(wanted)
     if have != want:
-        raise ConfigMismatch(f"{path} was made with model configuration {have}, but {want} was requested; "
-                             "use another --state-dir (or delete it) to start a new model")
+        raise ConfigMismatch(f"{path} was made with another model configuration than requested: "
+                             f"{config_differences(have, want)}; start with the snapshot's settings to keep its model, "
+                             "or use another --state-dir (or delete it) to start a new model (snapshot: "
+                             f"{have}; requested: {want})")
     written_at = extra.get("written_at")
     metrics.snapshot_restored(written_at if isinstance(written_at, (int, float)) else None)
     log.info("restored snapshot", extra={"path": str(path), "documents": len(model), "train_offsets": offsets})
     return ModelState(model, offsets, LogIdentity.from_dict(extra.get("train_log")))
+
+
+def config_differences(have: dict[str, Any], want: dict[str, Any]) -> str:
+    """The settings in which two model configurations differ, named, for an operator to fix.
+
+    >>> config_differences({"model": "mnb_u_jm", "params": {"beta": 0.5}, "multilabel": "per_label"},
+    ...                    {"model": "mnb_u_jm", "params": {"beta": 0.3}, "multilabel": "powerset"})
+    "params.beta 0.5 (requested: 0.3), multilabel 'per_label' (requested: 'powerset')"
+    """
+    def named(have: dict[str, Any], want: dict[str, Any], prefix: str) -> list[str]:
+        found = []
+        for key in list(have) + [k for k in want if k not in have]:
+            old, new = have.get(key), want.get(key)
+            if isinstance(old, dict) and isinstance(new, dict):
+                found += named(old, new, f"{prefix}{key}.")
+            elif old != new:
+                found.append(f"{prefix}{key} {old!r} (requested: {new!r})")
+        return found
+
+    return ", ".join(named(have, want, ""))
 
 
 class Checkpoint:

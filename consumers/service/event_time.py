@@ -101,3 +101,48 @@ def half_lives_behind(clocks: Sequence, ts: float, now: float | None = None) -> 
 def past_detail(ts: float, behind: float) -> str:
     return (f"event time {ts:.3f} is {behind:.0f} half-lives behind the model's time: its weight underflows to "
             "zero, so learning it would change nothing (a producer's clock far behind?)")
+
+
+#: A training batch that moves the model's time forward by at least this many half-lives and expires documents
+#: is reported (:class:`TimeJump`): a live stream moves it a little at a time.
+JUMP_HALF_LIVES = 10.0
+
+
+class TimeJump:
+    """Says when one training batch moved a decaying model's time far forward and documents expired with it.
+
+    With decay, model time is the latest event time learned, so one record stamped much later than
+    everything before it (a corpus with historical ``ts`` followed by a record without ``ts``, which takes
+    the Kafka timestamp: now) expires every document older than ~930 half-lives before it. That is what
+    decay means, but it empties a model without a dead letter; :meth:`after` returns the warning's fields.
+
+    Examples
+    --------
+    >>> from sgm.model import MNB
+    >>> m = MNB("u_jm", half_life=60.0); m.learn_one("old story", "a", ts=0.0, id="d1")
+    True
+    >>> jump = TimeJump(m); m.learn_one("new story", "b", ts=86400.0, id="d2")
+    True
+    >>> fields = jump.after(m); fields["expired"], fields["documents"], round(fields["half_lives"])
+    (1, 1, 1440)
+    """
+
+    def __init__(self, model: Any) -> None:
+        clock, state = self._parts(model)
+        self.now, self.expired = (clock.now, state.expired_documents) if clock is not None else (None, 0)
+
+    @staticmethod
+    def _parts(model: Any) -> tuple[Any, Any]:
+        state = getattr(model, "bases", (model,))[0].state  # an ensemble's bases share the stream: the first says
+        return (state.clock if state.clock.half_life is not None else None), state
+
+    def after(self, model: Any) -> dict[str, Any] | None:
+        """The warning's fields when the model's time jumped and documents expired since ``__init__``, else None."""
+        clock, state = self._parts(model)
+        if clock is None or self.now is None or clock.now is None or state.expired_documents <= self.expired:
+            return None
+        half_lives = (clock.now - self.now) / clock.half_life
+        if half_lives < JUMP_HALF_LIVES:
+            return None
+        return {"expired": state.expired_documents - self.expired, "documents": len(model),
+                "model_time_before": self.now, "model_time": clock.now, "half_lives": half_lives}

@@ -32,7 +32,7 @@ from ..prometheus import ServiceMetrics
 from .checkpoint import Checkpoint, ModelState
 from .connections import Connections
 from .dead_letters import DeadLetters
-from .event_time import EventTimeGuard, decay_clocks, guard_for, half_lives_behind, past_detail
+from .event_time import EventTimeGuard, TimeJump, decay_clocks, guard_for, half_lives_behind, past_detail
 from .prequential import RecentPredictions
 
 log = logging.getLogger("sgm.service")
@@ -57,7 +57,8 @@ class TrainingEvents:
         """``count`` documents were learned (one ``learn_many`` call)."""
 
     def unlearned(self, op: str) -> None:
-        """One document left the model: ``op`` is ``"unlearn"`` or ``"forget"``."""
+        """One document left the model (``op`` is ``"unlearn"`` or ``"forget"``), or its labels were replaced by a
+        learn of its id with other labels (``"relabel"``, reported with the batch that learned it)."""
 
     def advanced(self, record: Record) -> None:
         """``record`` was applied or rejected and its partition's offset moved past it."""
@@ -109,6 +110,8 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
     (2, {0: 4})
     """
     pending: list[tuple[Any, tuple[str, ...], float | None, str]] = []
+    pending_classes: dict[str, frozenset[str]] = {}  # the classes pending learns put each id under
+    relabels: list[int] = [0]  # pending learns that move a document to other labels
     clocks = decay_clocks(model)  # with decay: a learn that would weigh nothing is refused (past_timestamp)
     newest: list[float] = []  # the latest event time pending (a learn behind it may expire once it is learned)
 
@@ -117,7 +120,11 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
             model.learn_many([p[0] for p in pending], [p[1] for p in pending], [p[2] for p in pending],
                              [p[3] for p in pending], sequential=True)
             events.learned(len(pending))
+            for _ in range(relabels[0]):
+                events.unlearned("relabel")
             pending.clear()
+            pending_classes.clear()
+            relabels[0] = 0
             newest.clear()
 
     for record in records:
@@ -156,14 +163,18 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
                     behind = half_lives_behind(clocks, ts)
                     if behind is not None and parsed.id in model:
                         behind = None  # a relearn: the model decides (same labels: nothing; others: replaced)
-                try:
-                    model.check_labels(parsed.labels)  # refuse before batching: a batch must not fail midway
+                try:  # refuse before batching: a batch must not fail midway
+                    classes = frozenset(model.check_labels(parsed.labels))
                 except ValueError as exc:
                     events.rejected(record, ApplyReason.MODEL_REJECTED, str(exc), parsed.id)
                 else:
                     if behind is not None:
                         events.rejected(record, ApplyReason.PAST_TIMESTAMP, past_detail(ts, behind), parsed.id)
                     else:
+                        held = pending_classes.get(parsed.id) or model.learned_classes(parsed.id)
+                        if held is not None and held != classes:  # a correction: the old labels are unlearned
+                            relabels[0] += 1
+                        pending_classes[parsed.id] = classes
                         pending.append((doc, parsed.labels, ts, parsed.id))
                         events.feedback(parsed.id, parsed.labels)
                         if ts is not None and (not newest or ts > newest[0]):
@@ -236,8 +247,15 @@ class Training(TrainingEvents):
             if below and self.on_below(below):
                 return
         self._dead = dead = []
+        jump = TimeJump(self.state.model)
         with self.checkpoint.applying():  # until it ends, the model and the offsets may disagree
             apply_in_log_order(self.state.model, records, self.state.train_offsets, self, self.limits, self.guard)
+        jumped = jump.after(self.state.model)
+        if jumped is not None and records:
+            log.warning("the model's time jumped forward and documents expired: with decay, model time is the latest "
+                        "event time learned (records without ts take the Kafka timestamp, i.e. when they were sent)",
+                        extra={**jumped, "topic": records[0].topic, "first_offset": records[0].offset,
+                               "last_offset": records[-1].offset})
         if dead:
             self.dead_letters.send_training(dead)
 

@@ -8,6 +8,7 @@ a later run is a no-op in the model, which is what makes a rerun safe.
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from typing import Iterable
 
@@ -24,8 +25,11 @@ from .tally import Tally
 __all__ = ["send_training"]
 
 
-def send_training(job: str, args: argparse.Namespace, items: Iterable[SourceDoc | Skipped]) -> int:
-    """Send ``items`` as ``job`` records (``learn`` or ``forget``); print the summary; the exit code."""
+def send_training(job: str, args: argparse.Namespace, items: Iterable[SourceDoc | Skipped], saved=None) -> int:
+    """Send ``items`` as ``job`` records (``learn`` or ``forget``); print the summary; the exit code.
+
+    ``saved`` (a :class:`~.snapshots.SavedModel`): the summary also names the labels sent that its model does
+    not know (:func:`new_labels_note`)."""
     command = f"sgm {job}"
     try:
         config = service_config.from_args(args)
@@ -69,6 +73,9 @@ def send_training(job: str, args: argparse.Namespace, items: Iterable[SourceDoc 
               file=sys.stderr)
         return 1
     print(f"{command}: {tally.summary(verb)}")
+    note = None if saved is None else new_labels_note(tally.labels, saved)
+    if note:
+        print(f"{command}: {note}", file=sys.stderr)
     if sender is not None and sender.failed:
         print(f"{command}: the broker did not confirm {sender.failed:,} of {tally.done:,} records "
               f"({'; '.join(sender.errors[:2])}); run the same command again: relearning is a no-op per id",
@@ -86,6 +93,30 @@ def send_training(job: str, args: argparse.Namespace, items: Iterable[SourceDoc 
         print(f"{command}: interrupted; what is counted above was {verb}", file=sys.stderr)
         return 130
     return 0 if tally.done else 1
+
+
+def new_labels_note(sent, saved) -> str | None:
+    """The labels in ``sent`` that the snapshot's model does not know, each with the known labels closest to it.
+
+    >>> from types import SimpleNamespace
+    >>> from sgm.model import MNB
+    >>> model = MNB("u_jm"); model.learn_many(["wheat", "oil"], [["grain", "wheat"], ["crude"]])
+    2
+    >>> new_labels_note({"grian": 1, "crude": 3}, SimpleNamespace(model=model, version=2, path="state/s.sgm"))
+    'labels new to the model (version 2, state/s.sgm): grian (close to grain); they are learned as given: \
+if one is a typo, learn those documents again under their ids with the right label'
+    """
+    known = {label for name in saved.model.classes_ for label in (name if isinstance(name, tuple) else (name,))}
+    new = sorted(set(sent) - known)
+    if not new:
+        return None
+    named = []
+    for label in new[:20]:
+        close = difflib.get_close_matches(label, known, n=2, cutoff=0.7)
+        named.append(f"{label} (close to {', '.join(close)})" if close else label)
+    more = f" and {len(new) - 20:,} more" if len(new) > 20 else ""
+    return (f"labels new to the model (version {saved.version:,}, {saved.path}): {', '.join(named)}{more}; they are "
+            "learned as given: if one is a typo, learn those documents again under their ids with the right label")
 
 
 def _record(job: str, doc: SourceDoc, first_origin: dict[str, str]) -> tuple[SourceDoc, bytes] | Skipped:
