@@ -136,19 +136,22 @@ class ServiceConfig:
         if self.param is None:
             self.param = {}
         if self.role not in ROLES:
-            raise ValueError(f"role must be one of {ROLES}")
+            raise ValueError(f"--role must be one of {ROLES}, got {self.role!r}")
         if self.client not in CLIENTS:
-            raise ValueError(f"client must be one of {CLIENTS}")
+            raise ValueError(f"--client must be one of {CLIENTS}, got {self.client!r}")
         if self.train_partitions < 1 or self.score_partitions < 1:
-            raise ValueError("topics need at least one partition")
+            raise ValueError("--train-partitions and --score-partitions must be at least 1, got "
+                             f"{self.train_partitions!r} and {self.score_partitions!r}")
         if self.top_k < 1:
-            raise ValueError("top_k must be at least 1")
+            raise ValueError(f"--top-k must be at least 1, got {self.top_k!r}")
         if self.label_threshold is not None and not 0 < self.label_threshold <= 1:  # a typo would output all/none
             raise ValueError(f"--label-threshold must lie in (0, 1] (or be none), got {self.label_threshold!r}")
         if self.posterior_tolerance is not None and not 0 < self.posterior_tolerance < 1:
             raise ValueError(f"--posterior-tolerance must lie in (0, 1) (or be none), got {self.posterior_tolerance!r}")
         if self.on_training_log_reset not in LOG_RESET_POLICIES:
-            raise ValueError(f"on_training_log_reset must be one of {LOG_RESET_POLICIES}")
+            raise ValueError(f"--on-training-log-reset must be one of {LOG_RESET_POLICIES}, got {self.on_training_log_reset!r}")
+        if self.half_life is not None and not 0 < self.half_life < float("inf"):  # the model's check names no flag
+            raise ValueError(f"--half-life must be positive and finite (or none), got {self.half_life!r}")
         for name in ("connect_timeout", "max_event_skew", "max_model_bytes", "max_documents", "prune_below"):
             value = getattr(self, name)
             if value is not None and not value > 0:
@@ -162,7 +165,7 @@ class ServiceConfig:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{flag(name)} must be positive, got {getattr(self, name)!r}")
         if self.preset is not None and self.preset not in PRESET_NAMES:
-            raise ValueError(f"preset must be one of {PRESET_NAMES}")
+            raise ValueError(f"--preset must be one of {PRESET_NAMES}, got {self.preset!r}")
         check_topics({name: getattr(self, name) for name in TOPIC_SETTINGS})
         if self.client != "memory":  # the memory client's address is a name (memory://NAME)
             check_bootstrap_servers(self.bootstrap_servers)

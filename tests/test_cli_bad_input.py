@@ -106,7 +106,10 @@ def test_one_line_errors(tmp_path, capsys):
         (["demo", "--model", "uc_zz"], 2, "sgm demo: unknown affix(es) ['zz']"),  # these were SpecError tracebacks
         (["demo", "--param", "beta=abc"], 2, "sgm demo: beta must be a number"),
         (["demo", "--param", "beta"], 2, "sgm demo: --param expects NAME=VALUE"),
-        (["demo", "--half-life", "-1"], 2, "sgm demo: half_life must be positive"),
+        (["demo", "--half-life", "-1"], 2, "sgm demo: --half-life must be positive and finite"),
+        # session 7 (journeys): these named the dataclass field, not the flag to fix
+        (["serve", "--half-life", "0"], 2, "sgm serve: --half-life must be positive and finite (or none), got 0.0"),
+        (["serve", "--top-k", "0"], 2, "sgm serve: --top-k must be at least 1, got 0"),
     ]
     for argv, expected_code, message in cases:
         code = main(argv)
