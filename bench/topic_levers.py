@@ -46,10 +46,45 @@ from scipy.special import logsumexp
 from sgm.consumers.evaluation.dev_task import development_task
 from sgm.consumers.evaluation.harness import (EvalSetup, build_model, learn_split, load_examples,
                                               log_posteriors_in_batches, resolve_data)
+from sgm.consumers.evaluation.search import dimensions_for, gaussian_random_search
+from sgm.model.spec import parse_spec
 from sgm.model.term_class_weights import term_class_weights
 
 #: Log posteriors below this are clipped in the calibration fit (a label without training documents is -inf).
 LOG_POSTERIOR_FLOOR = -300.0
+#: Prefix of a character n-gram term. The tokenizer turns ``#``, ``<`` and ``>`` into spaces, so no word token
+#: holds them: ``#<ca`` (``<``/``>`` mark the word's start and end) never collides with a word or a bigram.
+CHAR_MARK = "#"
+
+
+def with_char_ngrams(documents: Sequence[Mapping[str, float]], lengths: tuple[int, int] = (3, 5),
+                     weight: float = 1.0, words: bool = True, presence: bool = False) -> list[dict[str, float]]:
+    """``documents`` (term -> count) plus the character n-grams of each word (``lengths`` inclusive, of the word
+    inside ``<`` ``>`` boundary marks, each counted ``weight`` times the word's count); bigrams (terms holding a
+    space) add none. ``words=False``: the character n-grams alone. ``presence``: each n-gram counted ``weight``
+    once per document however many words hold it (for a configuration of presence features, ``binary``).
+
+    >>> with_char_ngrams([{"ab": 2, "ab cd": 1}], (3, 4), 0.5)
+    [{'ab': 2, 'ab cd': 1, '#<ab': 1.0, '#ab>': 1.0, '#<ab>': 1.0}]
+    >>> with_char_ngrams([{"aaaa": 1}], (3, 3), words=False)
+    [{'#<aa': 1.0, '#aaa': 2.0, '#aa>': 1.0}]
+    >>> with_char_ngrams([{"aaaa": 1}], (3, 3), words=False, presence=True)
+    [{'#<aa': 1.0, '#aaa': 1.0, '#aa>': 1.0}]
+    """
+    low, high = lengths
+    out = []
+    for doc in documents:
+        grams: dict[str, float] = dict(doc) if words else {}
+        for term, count in doc.items():
+            if " " in term:
+                continue
+            marked = f"<{term}>"
+            for n in range(low, min(high, len(marked)) + 1):
+                for i in range(len(marked) - n + 1):
+                    key = CHAR_MARK + marked[i:i + n]
+                    grams[key] = weight if presence else grams.get(key, 0.0) + count * weight
+        out.append(grams)
+    return out
 
 
 def with_bigram_weight(documents: Sequence[Mapping[str, float]], weight: float) -> list[dict[str, float]]:
@@ -98,6 +133,7 @@ class Folds:
         self.task = development_task(self.docs, config, EvalSetup(), dev_folds=5, dev_seed=1)
         self.config = self.task.config_for(config.get("params") or {})
         self.labels = sorted({l for d in self.docs for l in d.labels})
+        self.binary = bool((self.config.get("tokenizer") or {}).get("binary"))
 
     def documents(self, indices) -> list:
         return self.task.read.for_config(self.config, list(indices))
@@ -200,6 +236,103 @@ def learned_fw(plain, fit_docs, held_docs, alpha):
     return (fit_docs if alpha == 0 else learned_side_weighted(plain, fit_docs, alpha)), held_docs
 
 
+def cv_posteriors(folds: Folds, transform, point: Mapping[str, float] | None = None) -> tuple[list, dict]:
+    """Per fold, the held-out log posteriors of a model of ``folds``' configuration (its numbers updated by
+    ``point``) fitted on ``transform(documents)``; and the seconds spent learning and scoring."""
+    config = folds.task.config_for(point or {})
+    out, seconds = [], {"transform": 0.0, "learn": 0.0, "score": 0.0}
+    for train, _, (fit_idx, held_idx) in folds.task.folds:
+        started = time.perf_counter()
+        fit_docs, held_docs = transform(folds.documents(fit_idx)), transform(folds.documents(held_idx))
+        seconds["transform"] += time.perf_counter() - started
+        started = time.perf_counter()
+        model = build_model(config)
+        learn_split(model, fit_docs, train)
+        seconds["learn"] += time.perf_counter() - started
+        started = time.perf_counter()
+        out.append(folds.log_posteriors(model, held_docs))
+        seconds["score"] += time.perf_counter() - started
+    return out, {k: round(v, 1) for k, v in seconds.items()}
+
+
+def dev_split_search(folds: Folds, transform, iterations: int, points: int) -> tuple[dict, float]:
+    """``sgm tune``'s search (its dev split: a quarter of the training side, seed 0; every free number of the
+    model, from the configuration's point) on ``transform``ed documents: the best point and its dev score."""
+    task = development_task(folds.docs, folds.config, EvalSetup())
+    assert task.read is not None and not task.read.mail
+    task.read.counts = transform(task.read.counts)
+    names = sorted(parse_spec(folds.config["model"]).free_params)
+    start = {n: float(folds.config["params"][n]) for n in names}
+    result = gaussian_random_search(task, dimensions_for(names), start=start, iterations=iterations, points=points)
+    return result.best_point, result.best_score
+
+
+def scored_settings(folds: Folds, settings: Mapping[str, list[np.ndarray]]) -> dict:
+    """CV accuracy of each setting (its per-fold log posteriors or decisions), errors fixed and broken against
+    the first setting, and the accuracy when each fold takes the setting best on the other folds (ties: the
+    earlier setting): a choice that never sees the fold it is scored on."""
+    truth = [folds.truth(test) for _, test, _ in folds.task.folds]
+    right = {name: [np.asarray(p if p.ndim == 1 else p.argmax(1)) == t for p, t in zip(per_fold, truth)]
+             for name, per_fold in settings.items()}
+    base = np.concatenate(next(iter(right.values())))
+    total = len(base)
+    out = {}
+    for name, per_fold in right.items():
+        hits = np.concatenate(per_fold)
+        out[name] = {"cv": round(float(hits.mean()), 4), "fixed": int((hits & ~base).sum()),
+                     "broken": int((base & ~hits).sum())}
+    chosen_hits, chosen = 0, []
+    for k in range(len(truth)):
+        others = {name: sum(int(f.sum()) for j, f in enumerate(per_fold) if j != k) for name, per_fold in right.items()}
+        best = max(others, key=lambda name: others[name])  # the first maximum: dict order
+        chosen.append(best)
+        chosen_hits += int(right[best][k].sum())
+    out["chosen on the other folds"] = {"cv": round(chosen_hits / total, 4), "per fold": chosen}
+    return out
+
+
+def char_ngrams(folds: Folds, weights: list[float], lengths: tuple[int, int], search: tuple[int, int]) -> dict:
+    """Words, bigrams and character n-grams in one vocabulary, at each char weight; with ``search`` (iterations,
+    points) > 0 the model's numbers are re-tuned per weight by ``sgm tune``'s dev-split search first."""
+    plain, seconds = cv_posteriors(folds, lambda docs: docs)
+    settings, report = {"plain": plain}, {"plain": {"seconds": seconds}}
+    for weight in weights:
+        transform = lambda docs, w=weight: with_char_ngrams(docs, lengths, w, presence=folds.binary)
+        point = None
+        if search[0] or search[1] > 1:
+            started = time.perf_counter()
+            point, dev = dev_split_search(folds, transform, *search)
+            report[f"w={weight}"] = {"point": point, "dev": round(dev, 4),
+                                     "search_seconds": round(time.perf_counter() - started, 1)}
+        settings[f"w={weight}"], seconds = cv_posteriors(folds, transform, point)
+        report.setdefault(f"w={weight}", {})["seconds"] = seconds
+        print(f"  w={weight}: {report[f'w={weight}']}", flush=True)
+    return merge(scored_settings(folds, settings), report)
+
+
+def char_mix(folds: Folds, lambdas: list[float], lengths: tuple[int, int], search: tuple[int, int]) -> dict:
+    """The word model's log posteriors plus ``lambda`` times a character-n-gram-only model's (its numbers the word
+    model's, or re-tuned by the dev-split search with ``search``)."""
+    plain, seconds = cv_posteriors(folds, lambda docs: docs)
+    transform = lambda docs: with_char_ngrams(docs, lengths, words=False, presence=folds.binary)
+    report = {"plain": {"seconds": seconds}}
+    point = None
+    if search[0] or search[1] > 1:
+        started = time.perf_counter()
+        point, dev = dev_split_search(folds, transform, *search)
+        report["chars"] = {"point": point, "dev": round(dev, 4), "search_seconds": round(time.perf_counter() - started, 1)}
+    chars, seconds = cv_posteriors(folds, transform, point)
+    report.setdefault("chars", {})["seconds"] = seconds
+    settings = {"plain": plain, "chars alone": chars}
+    for lam in lambdas:
+        settings[f"lambda={lam}"] = [w + lam * c for w, c in zip(plain, chars)]
+    return merge(scored_settings(folds, settings), report)
+
+
+def merge(scores: dict, report: dict) -> dict:
+    return {name: {**scores.get(name, {}), **report.get(name, {})} for name in {**scores, **report}}
+
+
 def floats(text: str) -> list[float]:
     return [float(v) for v in text.split(",")]
 
@@ -208,12 +341,18 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config", help="a tuned configuration (sgm tune --out)")
     parser.add_argument("--data", required=True)
-    parser.add_argument("--lever", required=True, choices=["pairwise", "class-scale", "bigram-weight", "learned-fw"])
+    parser.add_argument("--lever", required=True,
+                        choices=["pairwise", "class-scale", "bigram-weight", "learned-fw", "char-ngrams", "char-mix"])
     parser.add_argument("--margins", type=floats, default=[1.0, 2.0, 4.0, 8.0])
     parser.add_argument("--lambdas", type=floats, default=[0.5, 1.0, 2.0])
     parser.add_argument("--regs", type=floats, default=[0.1, 1.0, 10.0, 100.0])
     parser.add_argument("--weights", type=floats, default=[0.25, 0.5, 1.0, 1.5, 2.0, 3.0])
     parser.add_argument("--alphas", type=floats, default=[0.0, 0.25, 0.5, 1.0])
+    parser.add_argument("--char-weights", type=floats, default=[0.1, 0.3, 1.0])
+    parser.add_argument("--char-lengths", type=lambda t: tuple(int(v) for v in t.split("-")), default=(3, 5),
+                        help="shortest-longest character n-gram (3-5)")
+    parser.add_argument("--search", type=lambda t: tuple(int(v) for v in t.split("x")), default=(0, 1),
+                        help="ITERSxPOINTS of sgm tune's dev-split search per setting before the CV (0x1: none)")
     args = parser.parse_args(argv)
     with open(args.config, encoding="utf-8") as f:
         config = json.load(f)
@@ -223,12 +362,16 @@ def main(argv: list[str] | None = None) -> None:
         scores = pairwise(folds, args.margins, args.lambdas)
     elif args.lever == "class-scale":
         scores = class_scale(folds, args.regs)
+    elif args.lever == "char-ngrams":
+        scores = char_ngrams(folds, args.char_weights, args.char_lengths, args.search)
+    elif args.lever == "char-mix":
+        scores = char_mix(folds, args.lambdas, args.char_lengths, args.search)
     elif args.lever == "bigram-weight":
         scores = reweighted(folds, "weight", args.weights, bigram_weight)
     else:
         scores = reweighted(folds, "alpha", args.alphas, learned_fw)
     print(json.dumps({"data": args.data, "model": config.get("model"), "lever": args.lever,
-                      "cv_accuracy": {k: round(float(v), 4) for k, v in scores.items()},
+                      "cv_accuracy": {k: v if isinstance(v, dict) else round(float(v), 4) for k, v in scores.items()},
                       "seconds": round(time.perf_counter() - started, 1)}, indent=1), flush=True)
 
 
