@@ -1,9 +1,11 @@
-"""Four more levers measured for the r52 gap (issue 19), each a negative result: none is a model option.
+"""Six more levers measured for the r52 gap (issue 19), each a negative result: none is a model option.
 
     python -m bench.topic_levers --data r52 CONFIG.json --lever pairwise      [--margins 1,2,4,8] [--lambdas 0.5,1,2]
     python -m bench.topic_levers --data r52 CONFIG.json --lever class-scale   [--regs 0.1,1,10,100]
     python -m bench.topic_levers --data r52 CONFIG.json --lever bigram-weight [--weights 0.25,0.5,1,1.5,2,3]
     python -m bench.topic_levers --data r52 CONFIG.json --lever learned-fw    [--alphas 0,0.25,0.5,1]
+    python -m bench.topic_levers --data r52 CONFIG.json --lever char-ngrams   [--char-weights 0.1,0.3,1] [--char-lengths 3-5] [--search 6x12]
+    python -m bench.topic_levers --data r52 CONFIG.json --lever char-mix      [--lambdas 0.1,0.3,1] [--char-lengths 3-5] [--search 6x12]
 
 The score is the 5-fold cross-validated accuracy of the CV choice rule (``--dev-folds 5 --dev-seed 1``,
 training side only; docs/RESULTS.md's "CV" column), so the plain configuration reproduces that column; every
@@ -20,6 +22,16 @@ lever is scored on the same folds with the configuration as tuned. CONFIG is a t
 - ``bigram-weight``: every bigram counted ``b`` times, learned and scored alike (words stay at 1).
 - ``learned-fw``: the training counts weighted by ``g(n)^alpha``, ``g`` the ``fw`` weight of a first model on
   the same documents (``fw`` on the learned side too; scoring keeps its own ``fw``).
+- ``char-ngrams``: words, bigrams and the character n-grams of each word (``<word>`` with boundary marks, terms
+  prefixed ``#``: never a word) in one vocabulary, the char terms counted ``w`` times; with ``--search`` the
+  model's numbers are re-tuned per ``w`` first by ``sgm tune``'s own search on its dev split (a quarter of the
+  training side, seed 0: how the configuration itself was tuned) on the transformed documents.
+- ``char-mix``: a model of character n-grams alone (same model form; its numbers the configuration's, or
+  re-tuned by that search), combined log-linearly: ``log p(l|d) = log p_words(l|d) + lambda log p_chars(l|d)``.
+Every setting reports the errors it fixed and broke against the plain model, the seconds spent making the
+char terms (Python), learning and scoring over the 5 folds, and "chosen on the other folds": each fold scored
+with the setting best on the four others, a choice that never sees the fold it is scored on; the best
+setting of a curve is picked on the folds it is scored on, an upper bound.
 
 Measured 2026-11-27 with the r52 CV choice (``uc_pd_jm_dp_fw_ps`` + bigrams; CV 0.9346, 427 errors; LinearSVC as
 ``bench.peers`` runs it, sublinear TF-IDF of the same word tokens, on the same folds: C 1 / 3 / 10 0.9533 /
@@ -30,6 +42,24 @@ lambda 1; of the errors whose true label was second, it fixed 60 and broke 53 co
 0.9317. With these, a 5-fold CV search (``sgm tune --dev-folds 5``, 10x16 points from the tuned point) reached
 0.9351, ``kappa`` from 1e-8 to 1e-3 changed nothing and ``gamma`` 6 / 10 gave 0.9305 / 0.9238: the model
 family sits at ~0.935 on these folds by every lever measured.
+
+Character n-grams, measured 2026-11-27 the same way (plain 0.9346; 5 folds learn 26,128 and score 6,532
+documents: plain 4-5 s learning, 1.0-1.4 s scoring):
+- ``char-ngrams`` 3-5 at the word model's numbers, w 0.03 / 0.1 / 0.3 / 1: 0.9354 (fixed 7, broke 2) / 0.9345 /
+  0.9299 / 0.9114; re-tuned by a 6x12 search per w (dev 0.9400 / 0.9314 / 0.9290 against 0.9369 for the plain
+  search): w 0.1 / 0.3 / 1: 0.9336 / 0.9313 / 0.9276, all below; chosen on the other folds 0.9334. Cost: 3-4x
+  the learning (13-22 s) and scoring (3.4-5.1 s) time, plus 13-17 s making the char terms in Python.
+- ``char-mix`` 3-5, the char model re-tuned (6x12; alone 0.9242, 0.8884 at the word numbers): lambda 0.05 /
+  0.1 / 0.2 / 0.3 / 0.5 / 1: 0.9355 / 0.9354 / 0.9368 / 0.9369 / 0.9359 / 0.9320; at 0.3 it fixed 83 errors and
+  broke 68 correct decisions; chosen on the other folds 0.9363 (+0.17 points, 11 documents). Char lengths
+  2-4 / 4-6: best 0.9345 / 0.9351, chosen on the other folds 0.9337 / 0.9333. Without re-tuning the char
+  model: at most 0.9346. Cost: the char model learns in 8-11 s and scores in 2.4-3.2 s beside the word model's
+  5 s / 1.1 s (~3x the pair's time), plus the char terms. The same mix on r8 (its CV single, ``uc_pd_jm_dp_fw_ps``
+  + bigrams, 0.9623): best and chosen on the other folds lambda 0.2, 0.9652 (+0.29 points; fixed 37, broke 21),
+  above r8's CV-chosen pool (0.9639); on webkb (its CV single, the binary ``tdm_uc_jm_dp_kpd_kdp_fw`` +
+  bigrams, 0.9144, char terms as presence): at most 0.9147, chosen on the other folds 0.9126. Below the
+  +0.3-point bar on r52 that would justify a tokenizer option; the r8 gain is a lead for a char-only base
+  in ``sgm ensemble``'s pool, which needs that option to be tried.
 """
 from __future__ import annotations
 
