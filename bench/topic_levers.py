@@ -53,7 +53,9 @@ documents: plain 4-5 s learning, 1.0-1.4 s scoring):
   0.1 / 0.2 / 0.3 / 0.5 / 1: 0.9355 / 0.9354 / 0.9368 / 0.9369 / 0.9359 / 0.9320; at 0.3 it fixed 83 errors and
   broke 68 correct decisions; chosen on the other folds 0.9363 (+0.17 points, 11 documents). A second search
   (``--search-seed 1``; alone 0.9198): lambda 0.1 / 0.2 / 0.3 / 0.5: 0.9357 / 0.9369 / 0.9369 / 0.9337, chosen on
-  the other folds 0.9366 (+0.20 points): a steady gain of ~0.2 points at lambda 0.2-0.3. Char lengths
+  the other folds 0.9366 (+0.20 points): a steady gain of ~0.2 points at lambda 0.2-0.3. It is the char
+  terms': the same search on the plain documents stays at the tuned point (r52 and r8), and r52's pool of five
+  word and TDM bases chose the single model (docs/RESULTS.md). Char lengths
   2-4 / 4-6: best 0.9345 / 0.9351, chosen on the other folds 0.9337 / 0.9333. Without re-tuning the char
   model: at most 0.9346. Cost: the char model learns in 8-11 s and scores in 2.4-3.2 s beside the word model's
   5 s / 1.1 s (~3x the pair's time), plus the char terms. The same mix on r8 (its CV single, ``uc_pd_jm_dp_fw_ps``
