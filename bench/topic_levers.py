@@ -1,9 +1,11 @@
-"""Four more levers measured for the r52 gap (issue 19), each a negative result: none is a model option.
+"""Six more levers measured for the r52 gap (issue 19), each a negative result: none is a model option.
 
     python -m bench.topic_levers --data r52 CONFIG.json --lever pairwise      [--margins 1,2,4,8] [--lambdas 0.5,1,2]
     python -m bench.topic_levers --data r52 CONFIG.json --lever class-scale   [--regs 0.1,1,10,100]
     python -m bench.topic_levers --data r52 CONFIG.json --lever bigram-weight [--weights 0.25,0.5,1,1.5,2,3]
     python -m bench.topic_levers --data r52 CONFIG.json --lever learned-fw    [--alphas 0,0.25,0.5,1]
+    python -m bench.topic_levers --data r52 CONFIG.json --lever char-ngrams   [--char-weights 0.1,0.3,1] [--char-lengths 3-5] [--search 6x12]
+    python -m bench.topic_levers --data r52 CONFIG.json --lever char-mix      [--lambdas 0.1,0.3,1] [--char-lengths 3-5] [--search 6x12]
 
 The score is the 5-fold cross-validated accuracy of the CV choice rule (``--dev-folds 5 --dev-seed 1``,
 training side only; docs/RESULTS.md's "CV" column), so the plain configuration reproduces that column; every
@@ -20,6 +22,16 @@ lever is scored on the same folds with the configuration as tuned. CONFIG is a t
 - ``bigram-weight``: every bigram counted ``b`` times, learned and scored alike (words stay at 1).
 - ``learned-fw``: the training counts weighted by ``g(n)^alpha``, ``g`` the ``fw`` weight of a first model on
   the same documents (``fw`` on the learned side too; scoring keeps its own ``fw``).
+- ``char-ngrams``: words, bigrams and the character n-grams of each word (``<word>`` with boundary marks, terms
+  prefixed ``#``: never a word) in one vocabulary, the char terms counted ``w`` times; with ``--search`` the
+  model's numbers are re-tuned per ``w`` first by ``sgm tune``'s own search on its dev split (a quarter of the
+  training side, seed 0: how the configuration itself was tuned) on the transformed documents.
+- ``char-mix``: a model of character n-grams alone (same model form; its numbers the configuration's, or
+  re-tuned by that search), combined log-linearly: ``log p(l|d) = log p_words(l|d) + lambda log p_chars(l|d)``.
+Every setting reports the errors it fixed and broke against the plain model, the seconds spent making the
+char terms (Python), learning and scoring over the 5 folds, and "chosen on the other folds": each fold scored
+with the setting best on the four others, a choice that never sees the fold it is scored on; the best
+setting of a curve is picked on the folds it is scored on, an upper bound.
 
 Measured 2026-11-27 with the r52 CV choice (``uc_pd_jm_dp_fw_ps`` + bigrams; CV 0.9346, 427 errors; LinearSVC as
 ``bench.peers`` runs it, sublinear TF-IDF of the same word tokens, on the same folds: C 1 / 3 / 10 0.9533 /
@@ -30,6 +42,28 @@ lambda 1; of the errors whose true label was second, it fixed 60 and broke 53 co
 0.9317. With these, a 5-fold CV search (``sgm tune --dev-folds 5``, 10x16 points from the tuned point) reached
 0.9351, ``kappa`` from 1e-8 to 1e-3 changed nothing and ``gamma`` 6 / 10 gave 0.9305 / 0.9238: the model
 family sits at ~0.935 on these folds by every lever measured.
+
+Character n-grams, measured 2026-11-27 the same way (plain 0.9346; 5 folds learn 26,128 and score 6,532
+documents: plain 4-5 s learning, 1.0-1.4 s scoring):
+- ``char-ngrams`` 3-5 at the word model's numbers, w 0.03 / 0.1 / 0.3 / 1: 0.9354 (fixed 7, broke 2) / 0.9345 /
+  0.9299 / 0.9114; re-tuned by a 6x12 search per w (dev 0.9400 / 0.9314 / 0.9290 against 0.9369 for the plain
+  search): w 0.1 / 0.3 / 1: 0.9336 / 0.9313 / 0.9276, all below; chosen on the other folds 0.9334. Cost: 3-4x
+  the learning (13-22 s) and scoring (3.4-5.1 s) time, plus 13-17 s making the char terms in Python.
+- ``char-mix`` 3-5, the char model re-tuned (6x12; alone 0.9242, 0.8884 at the word numbers): lambda 0.05 /
+  0.1 / 0.2 / 0.3 / 0.5 / 1: 0.9355 / 0.9354 / 0.9368 / 0.9369 / 0.9359 / 0.9320; at 0.3 it fixed 83 errors and
+  broke 68 correct decisions; chosen on the other folds 0.9363 (+0.17 points, 11 documents). A second search
+  (``--search-seed 1``; alone 0.9198): lambda 0.1 / 0.2 / 0.3 / 0.5: 0.9357 / 0.9369 / 0.9369 / 0.9337, chosen on
+  the other folds 0.9366 (+0.20 points): a steady gain of ~0.2 points at lambda 0.2-0.3. It is the char
+  terms': the same search on the plain documents stays at the tuned point (r52 and r8), and r52's pool of five
+  word and TDM bases chose the single model (docs/RESULTS.md). Char lengths
+  2-4 / 4-6: best 0.9345 / 0.9351, chosen on the other folds 0.9337 / 0.9333. Without re-tuning the char
+  model: at most 0.9346. Cost: the char model learns in 8-11 s and scores in 2.4-3.2 s beside the word model's
+  5 s / 1.1 s (~3x the pair's time), plus the char terms. The same mix on r8 (its CV single, ``uc_pd_jm_dp_fw_ps``
+  + bigrams, 0.9623): best and chosen on the other folds lambda 0.2, 0.9652 (+0.29 points; fixed 37, broke 21),
+  above r8's CV-chosen pool (0.9639); on webkb (its CV single, the binary ``tdm_uc_jm_dp_kpd_kdp_fw`` +
+  bigrams, 0.9144, char terms as presence): at most 0.9147, chosen on the other folds 0.9126. Below the
+  +0.3-point bar on r52 that would justify a tokenizer option; the r8 gain is a lead for a char-only base
+  in ``sgm ensemble``'s pool, which needs that option to be tried.
 """
 from __future__ import annotations
 
@@ -46,10 +80,45 @@ from scipy.special import logsumexp
 from sgm.consumers.evaluation.dev_task import development_task
 from sgm.consumers.evaluation.harness import (EvalSetup, build_model, learn_split, load_examples,
                                               log_posteriors_in_batches, resolve_data)
+from sgm.consumers.evaluation.search import dimensions_for, gaussian_random_search
+from sgm.model.spec import parse_spec
 from sgm.model.term_class_weights import term_class_weights
 
 #: Log posteriors below this are clipped in the calibration fit (a label without training documents is -inf).
 LOG_POSTERIOR_FLOOR = -300.0
+#: Prefix of a character n-gram term. The tokenizer turns ``#``, ``<`` and ``>`` into spaces, so no word token
+#: holds them: ``#<ca`` (``<``/``>`` mark the word's start and end) never collides with a word or a bigram.
+CHAR_MARK = "#"
+
+
+def with_char_ngrams(documents: Sequence[Mapping[str, float]], lengths: tuple[int, int] = (3, 5),
+                     weight: float = 1.0, words: bool = True, presence: bool = False) -> list[dict[str, float]]:
+    """``documents`` (term -> count) plus the character n-grams of each word (``lengths`` inclusive, of the word
+    inside ``<`` ``>`` boundary marks, each counted ``weight`` times the word's count); bigrams (terms holding a
+    space) add none. ``words=False``: the character n-grams alone. ``presence``: each n-gram counted ``weight``
+    once per document however many words hold it (for a configuration of presence features, ``binary``).
+
+    >>> with_char_ngrams([{"ab": 2, "ab cd": 1}], (3, 4), 0.5)
+    [{'ab': 2, 'ab cd': 1, '#<ab': 1.0, '#ab>': 1.0, '#<ab>': 1.0}]
+    >>> with_char_ngrams([{"aaaa": 1}], (3, 3), words=False)
+    [{'#<aa': 1.0, '#aaa': 2.0, '#aa>': 1.0}]
+    >>> with_char_ngrams([{"aaaa": 1}], (3, 3), words=False, presence=True)
+    [{'#<aa': 1.0, '#aaa': 1.0, '#aa>': 1.0}]
+    """
+    low, high = lengths
+    out = []
+    for doc in documents:
+        grams: dict[str, float] = dict(doc) if words else {}
+        for term, count in doc.items():
+            if " " in term:
+                continue
+            marked = f"<{term}>"
+            for n in range(low, min(high, len(marked)) + 1):
+                for i in range(len(marked) - n + 1):
+                    key = CHAR_MARK + marked[i:i + n]
+                    grams[key] = weight if presence else grams.get(key, 0.0) + count * weight
+        out.append(grams)
+    return out
 
 
 def with_bigram_weight(documents: Sequence[Mapping[str, float]], weight: float) -> list[dict[str, float]]:
@@ -98,6 +167,7 @@ class Folds:
         self.task = development_task(self.docs, config, EvalSetup(), dev_folds=5, dev_seed=1)
         self.config = self.task.config_for(config.get("params") or {})
         self.labels = sorted({l for d in self.docs for l in d.labels})
+        self.binary = bool((self.config.get("tokenizer") or {}).get("binary"))
 
     def documents(self, indices) -> list:
         return self.task.read.for_config(self.config, list(indices))
@@ -200,6 +270,106 @@ def learned_fw(plain, fit_docs, held_docs, alpha):
     return (fit_docs if alpha == 0 else learned_side_weighted(plain, fit_docs, alpha)), held_docs
 
 
+def cv_posteriors(folds: Folds, transform, point: Mapping[str, float] | None = None) -> tuple[list, dict]:
+    """Per fold, the held-out log posteriors of a model of ``folds``' configuration (its numbers updated by
+    ``point``) fitted on ``transform(documents)``; and the seconds spent learning and scoring."""
+    config = folds.task.config_for(point or {})
+    out, seconds = [], {"transform": 0.0, "learn": 0.0, "score": 0.0}
+    for train, _, (fit_idx, held_idx) in folds.task.folds:
+        started = time.perf_counter()
+        fit_docs, held_docs = transform(folds.documents(fit_idx)), transform(folds.documents(held_idx))
+        seconds["transform"] += time.perf_counter() - started
+        started = time.perf_counter()
+        model = build_model(config)
+        learn_split(model, fit_docs, train)
+        seconds["learn"] += time.perf_counter() - started
+        started = time.perf_counter()
+        out.append(folds.log_posteriors(model, held_docs))
+        seconds["score"] += time.perf_counter() - started
+    return out, {k: round(v, 1) for k, v in seconds.items()}
+
+
+def dev_split_search(folds: Folds, transform, iterations: int, points: int, seed: int = 0) -> tuple[dict, float]:
+    """``sgm tune``'s search (its dev split: a quarter of the training side, seed 0; every free number of the
+    model, from the configuration's point) on ``transform``ed documents: the best point and its dev score."""
+    task = development_task(folds.docs, folds.config, EvalSetup())
+    assert task.read is not None and not task.read.mail
+    task.read.counts = transform(task.read.counts)
+    names = sorted(parse_spec(folds.config["model"]).free_params)
+    start = {n: float(folds.config["params"][n]) for n in names}
+    result = gaussian_random_search(task, dimensions_for(names), start=start, iterations=iterations, points=points,
+                                    seed=seed)
+    return result.best_point, result.best_score
+
+
+def scored_settings(folds: Folds, settings: Mapping[str, list[np.ndarray]]) -> dict:
+    """CV accuracy of each setting (its per-fold log posteriors or decisions), errors fixed and broken against
+    the first setting, and the accuracy when each fold takes the setting best on the other folds (ties: the
+    earlier setting): a choice that never sees the fold it is scored on."""
+    truth = [folds.truth(test) for _, test, _ in folds.task.folds]
+    right = {name: [np.asarray(p if p.ndim == 1 else p.argmax(1)) == t for p, t in zip(per_fold, truth)]
+             for name, per_fold in settings.items()}
+    base = np.concatenate(next(iter(right.values())))
+    total = len(base)
+    out = {}
+    for name, per_fold in right.items():
+        hits = np.concatenate(per_fold)
+        out[name] = {"cv": round(float(hits.mean()), 4), "fixed": int((hits & ~base).sum()),
+                     "broken": int((base & ~hits).sum())}
+    chosen_hits, chosen = 0, []
+    for k in range(len(truth)):
+        others = {name: sum(int(f.sum()) for j, f in enumerate(per_fold) if j != k) for name, per_fold in right.items()}
+        best = max(others, key=lambda name: others[name])  # the first maximum: dict order
+        chosen.append(best)
+        chosen_hits += int(right[best][k].sum())
+    out["chosen on the other folds"] = {"cv": round(chosen_hits / total, 4), "per fold": chosen}
+    return out
+
+
+def char_ngrams(folds: Folds, weights: list[float], lengths: tuple[int, int], search: tuple[int, int],
+                seed: int = 0) -> dict:
+    """Words, bigrams and character n-grams in one vocabulary, at each char weight; with ``search`` (iterations,
+    points) > 0 the model's numbers are re-tuned per weight by ``sgm tune``'s dev-split search first."""
+    plain, seconds = cv_posteriors(folds, lambda docs: docs)
+    settings, report = {"plain": plain}, {"plain": {"seconds": seconds}}
+    for weight in weights:
+        transform = lambda docs, w=weight: with_char_ngrams(docs, lengths, w, presence=folds.binary)
+        point = None
+        if search[0] or search[1] > 1:
+            started = time.perf_counter()
+            point, dev = dev_split_search(folds, transform, *search, seed)
+            report[f"w={weight}"] = {"point": point, "dev": round(dev, 4),
+                                     "search_seconds": round(time.perf_counter() - started, 1)}
+        settings[f"w={weight}"], seconds = cv_posteriors(folds, transform, point)
+        report.setdefault(f"w={weight}", {})["seconds"] = seconds
+        print(f"  w={weight}: {report[f'w={weight}']}", flush=True)
+    return merge(scored_settings(folds, settings), report)
+
+
+def char_mix(folds: Folds, lambdas: list[float], lengths: tuple[int, int], search: tuple[int, int],
+             seed: int = 0) -> dict:
+    """The word model's log posteriors plus ``lambda`` times a character-n-gram-only model's (its numbers the word
+    model's, or re-tuned by the dev-split search with ``search``)."""
+    plain, seconds = cv_posteriors(folds, lambda docs: docs)
+    transform = lambda docs: with_char_ngrams(docs, lengths, words=False, presence=folds.binary)
+    report = {"plain": {"seconds": seconds}}
+    point = None
+    if search[0] or search[1] > 1:
+        started = time.perf_counter()
+        point, dev = dev_split_search(folds, transform, *search, seed)
+        report["chars"] = {"point": point, "dev": round(dev, 4), "search_seconds": round(time.perf_counter() - started, 1)}
+    chars, seconds = cv_posteriors(folds, transform, point)
+    report.setdefault("chars", {})["seconds"] = seconds
+    settings = {"plain": plain, "chars alone": chars}
+    for lam in lambdas:
+        settings[f"lambda={lam}"] = [w + lam * c for w, c in zip(plain, chars)]
+    return merge(scored_settings(folds, settings), report)
+
+
+def merge(scores: dict, report: dict) -> dict:
+    return {name: {**scores.get(name, {}), **report.get(name, {})} for name in {**scores, **report}}
+
+
 def floats(text: str) -> list[float]:
     return [float(v) for v in text.split(",")]
 
@@ -208,12 +378,19 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config", help="a tuned configuration (sgm tune --out)")
     parser.add_argument("--data", required=True)
-    parser.add_argument("--lever", required=True, choices=["pairwise", "class-scale", "bigram-weight", "learned-fw"])
+    parser.add_argument("--lever", required=True,
+                        choices=["pairwise", "class-scale", "bigram-weight", "learned-fw", "char-ngrams", "char-mix"])
     parser.add_argument("--margins", type=floats, default=[1.0, 2.0, 4.0, 8.0])
     parser.add_argument("--lambdas", type=floats, default=[0.5, 1.0, 2.0])
     parser.add_argument("--regs", type=floats, default=[0.1, 1.0, 10.0, 100.0])
     parser.add_argument("--weights", type=floats, default=[0.25, 0.5, 1.0, 1.5, 2.0, 3.0])
     parser.add_argument("--alphas", type=floats, default=[0.0, 0.25, 0.5, 1.0])
+    parser.add_argument("--char-weights", type=floats, default=[0.1, 0.3, 1.0])
+    parser.add_argument("--char-lengths", type=lambda t: tuple(int(v) for v in t.split("-")), default=(3, 5),
+                        help="shortest-longest character n-gram (3-5)")
+    parser.add_argument("--search", type=lambda t: tuple(int(v) for v in t.split("x")), default=(0, 1),
+                        help="ITERSxPOINTS of sgm tune's dev-split search per setting before the CV (0x1: none)")
+    parser.add_argument("--search-seed", type=int, default=0, help="seed of the search's random steps")
     args = parser.parse_args(argv)
     with open(args.config, encoding="utf-8") as f:
         config = json.load(f)
@@ -223,12 +400,16 @@ def main(argv: list[str] | None = None) -> None:
         scores = pairwise(folds, args.margins, args.lambdas)
     elif args.lever == "class-scale":
         scores = class_scale(folds, args.regs)
+    elif args.lever == "char-ngrams":
+        scores = char_ngrams(folds, args.char_weights, args.char_lengths, args.search, args.search_seed)
+    elif args.lever == "char-mix":
+        scores = char_mix(folds, args.lambdas, args.char_lengths, args.search, args.search_seed)
     elif args.lever == "bigram-weight":
         scores = reweighted(folds, "weight", args.weights, bigram_weight)
     else:
         scores = reweighted(folds, "alpha", args.alphas, learned_fw)
     print(json.dumps({"data": args.data, "model": config.get("model"), "lever": args.lever,
-                      "cv_accuracy": {k: round(float(v), 4) for k, v in scores.items()},
+                      "cv_accuracy": {k: v if isinstance(v, dict) else round(float(v), 4) for k, v in scores.items()},
                       "seconds": round(time.perf_counter() - started, 1)}, indent=1), flush=True)
 
 

@@ -1,12 +1,16 @@
 """bench/topic_levers.py: the levers change what they say they change, and nothing at their neutral setting."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
-from bench.topic_levers import fit_class_scale, learned_side_weighted, with_bigram_weight
+from bench.topic_levers import (CHAR_MARK, fit_class_scale, learned_side_weighted, main, with_bigram_weight,
+                                 with_char_ngrams)
 from sgm.model import build_model
 from sgm.model.term_class_weights import term_class_weights
+from sgm.model.text import Tokenizer
 
 DOCS = [{"cheap": 2, "pills": 1, "cheap pills": 1}, {"meeting": 1, "noon": 1, "meeting noon": 1},
         {"cheap": 1, "meeting": 1, "cheap meeting": 1}]
@@ -49,3 +53,52 @@ def test_class_scale_is_the_identity_under_a_strong_pull_and_fits_a_needed_bias(
     shifted = np.where(truth == 2, 0, truth)  # label 2's documents all belong to label 0: a bias moves them
     a, b = fit_class_scale(log_post, shifted, reg=1e-3)
     assert ((log_post * a + b).argmax(1) == shifted).mean() > (log_post.argmax(1) == shifted).mean() + 0.2
+
+
+def test_char_ngrams_are_marked_counted_and_never_a_word():
+    out = with_char_ngrams([{"cat": 2, "cat hat": 1}], (3, 4), 0.5)[0]
+    assert out == {"cat": 2, "cat hat": 1, "#<ca": 1.0, "#cat": 1.0, "#at>": 1.0, "#<cat": 1.0, "#cat>": 1.0}
+    assert with_char_ngrams([{"cat": 2}], (3, 3), words=False) == [{"#<ca": 2.0, "#cat": 2.0, "#at>": 2.0}]
+    words = Tokenizer(ngrams=2)("#cat <cat> c#a#t <<x>> #<ca")  # the marks split words: none can hold them
+    assert not any(mark in term for term in words for mark in (CHAR_MARK, "<", ">"))
+
+
+def toy_data(tmp_path) -> tuple[str, str]:
+    """Two topics whose words share stems: a dataset file and a tuned-looking configuration."""
+    rng = np.random.default_rng(0)
+    stems = {"grain": ["wheat", "wheats", "harvest", "harvested", "crop", "crops"],
+             "money": ["rate", "rates", "bank", "banking", "dollar", "dollars"]}
+    lines = []
+    for i in range(60):
+        label = "grain" if i % 2 else "money"
+        text = " ".join(rng.choice(stems[label] + ["the", "said", "year"], size=8))
+        lines.append(json.dumps({"id": f"d{i}", "text": text, "labels": [label], "split": "train" if i < 50 else "test"}))
+    data = tmp_path / "toy.jsonl"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model": "uc_pd_jm_dp_fw_ps", "tokenizer": {"ngrams": 2}, "params": {
+        "beta": 0.4, "delta": 0.6, "eps": 0.02, "gamma": 3.0, "kappa": 1e-4, "mu": 0.2, "theta": 1.0, "ups": 1.0}}))
+    return str(data), str(config)
+
+
+def printed_report(capsys) -> dict:
+    out = capsys.readouterr().out
+    return json.loads(out[out.index("{\n"):])["cv_accuracy"]  # after the per-setting progress lines
+
+
+def test_the_char_levers_run_and_their_neutral_settings_are_the_plain_model(tmp_path, capsys):
+    data, config = toy_data(tmp_path)
+    main(["--data", data, config, "--lever", "char-ngrams", "--char-weights", "0,0.5"])
+    report = printed_report(capsys)
+    assert set(report) == {"plain", "w=0.0", "w=0.5", "chosen on the other folds"}
+    assert report["plain"]["cv"] > 0.5 and report["plain"]["fixed"] == report["plain"]["broken"] == 0
+    assert report["w=0.0"]["cv"] == report["plain"]["cv"]  # char terms counted 0 times: the plain model
+    assert report["w=0.0"]["fixed"] == report["w=0.0"]["broken"] == 0
+    assert len(report["chosen on the other folds"]["per fold"]) == 5
+    main(["--data", data, config, "--lever", "char-ngrams", "--char-weights", "0.5", "--search", "1x2"])
+    assert set(printed_report(capsys)["w=0.5"]["point"]) == {"beta", "delta", "eps", "gamma", "kappa", "mu", "theta", "ups"}
+    main(["--data", data, config, "--lever", "char-mix", "--lambdas", "0,1"])
+    report = printed_report(capsys)
+    assert report["lambda=0.0"]["cv"] == report["plain"]["cv"]  # no char model: the plain decisions
+    assert report["lambda=0.0"]["fixed"] == report["lambda=0.0"]["broken"] == 0
+    assert 0 <= report["chars alone"]["cv"] <= 1 and report["chars"]["seconds"]["learn"] >= 0
