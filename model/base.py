@@ -300,7 +300,7 @@ class GenerativeTextModel(PosteriorPredictions):
             id = doc.anonymous_id() if id is None else id
             doc = self._mail_reader()(doc.raw)
         state = self.state
-        if id is not None and type(doc) is str and not state.clock.would_rebase(ts):
+        if id is not None and type(doc) is str and self.tokenizer.compiled and not state.clock.would_rebase(ts):
             # text with an id (the service's case): tokenized and looked up in compiled code, new terms
             # interned in bulk; a rebase (which may release term ids) takes the general path below
             doc_id = str(id)
@@ -398,7 +398,7 @@ class GenerativeTextModel(PosteriorPredictions):
         content hash of a document without an id needs its terms as strings)
         the terms are strings. New terms are type-checked when interned.
         """
-        if docs and with_ids and all(type(doc) is str for doc in docs):
+        if docs and with_ids and self.tokenizer.compiled and all(type(doc) is str for doc in docs):
             owner, ids, counts = self.term_lexicon().learn_terms(docs, self.tokenizer,
                                                                   lambda blob, bounds: self.state.intern_encoded(blob, bounds, added))
             return None, ids, counts, np.bincount(owner, minlength=len(docs))
@@ -576,7 +576,7 @@ class GenerativeTextModel(PosteriorPredictions):
         docs = self._readable(docs)
         state = self.state
         kind = self.spec.weighting
-        if kind is None and docs and set(map(type, docs)) == {str}:
+        if kind is None and docs and self.tokenizer.compiled and set(map(type, docs)) == {str}:
             # Text with raw counts: only known terms matter; tokens are looked up in compiled code.
             owner, terms, raw = self.term_lexicon().known_terms(docs, self.tokenizer, state.arena.length)  # seen terms
             return PreparedBatch(terms, raw, owner, len(docs))

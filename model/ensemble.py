@@ -329,7 +329,8 @@ class Ensemble(PosteriorPredictions):
         Only bases with raw counts: a TF-IDF base scores without its lexicon (never remembers a pass), and
         asking it would build one, O(vocabulary), in a process that only scores (e.g. a loaded snapshot).
         """
-        return [base for base in self.bases if base.spec.weighting is None and not base.tokenizer.binary
+        return [base for base in self.bases if base.spec.weighting is None and base.tokenizer.compiled  # words, not chars
+                and not base.tokenizer.binary
                 and (base.tokenizer.lowercase, base.tokenizer.max_token_length) == (_WORDS.lowercase,
                                                                                     _WORDS.max_token_length)]
 

@@ -51,6 +51,13 @@ class Tokenizer:
     binary : bool
         Presence features: every distinct term of a document counts 1, however
         often it occurs (the compiled path of :mod:`model.lexicon` too).
+    char_ngrams : tuple of (int, int), optional
+        Character n-grams instead of words: every word (as above) inside ``<`` ``>``
+        boundary marks gives its n-grams of these lengths (inclusive), each term marked
+        with ``#`` (which no word token contains). A feature set of its own, for a base of
+        an ensemble (issue 19: a char-only model beside the word model helped r8 and r52 in
+        ``bench.topic_levers``'s ``char-mix``); ``ngrams`` stays 1. Tokenized in Python
+        (:attr:`compiled` is False): the compiled word path of :mod:`model.lexicon` is not used.
 
     Examples
     --------
@@ -60,18 +67,42 @@ class Tokenizer:
     {'free': 2, 'money': 1, 'free money': 1, 'money free': 1}
     >>> Tokenizer(ngrams=2, binary=True)("free money free")
     {'free': 1, 'money': 1, 'free money': 1, 'money free': 1}
+    >>> Tokenizer(char_ngrams=(3, 4))("Free free")
+    {'#<fr': 2, '#fre': 2, '#ree': 2, '#ee>': 2, '#<fre': 2, '#free': 2, '#ree>': 2}
     """
 
     ngrams: int = 1
     lowercase: bool = True
     max_token_length: int = 40
     binary: bool = False
+    char_ngrams: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.ngrams, int) and 1 <= self.ngrams <= 3):
             raise ValueError(f"ngrams must be 1, 2 or 3, got {self.ngrams!r}")
         if self.max_token_length < 1:
             raise ValueError("max_token_length must be positive")
+        if self.char_ngrams is not None:
+            low, high = self.char_ngrams
+            if not (isinstance(low, int) and isinstance(high, int) and 1 <= low <= high <= MAX_CHAR_NGRAM):
+                raise ValueError(f"char_ngrams must be two lengths 1 <= low <= high <= {MAX_CHAR_NGRAM}, "
+                                 f"got {self.char_ngrams!r}")
+            if self.ngrams != 1:
+                raise ValueError("char_ngrams replaces words: ngrams must be 1")
+
+    @property
+    def compiled(self) -> bool:
+        """Whether :mod:`model.lexicon`'s compiled word pass gives this tokenizer's terms (not for char n-grams)."""
+        return self.char_ngrams is None
+
+    def max_terms(self, text_length: int) -> int:
+        """An upper bound on the distinct terms of a text of ``text_length`` characters (at most
+        ``text_length // 2 + 1`` words, each of ``m`` characters giving at most ``m + 2`` n-grams per length)."""
+        words = text_length // 2 + 1
+        if self.char_ngrams is None:
+            return self.ngrams * words
+        low, high = self.char_ngrams
+        return (high - low + 1) * (text_length + 2 * words)
 
     def tokens(self, text: str) -> list[str]:
         if self.lowercase:
@@ -83,6 +114,8 @@ class Tokenizer:
         limit = self.max_token_length
         if words and max(map(len, words)) > limit:
             words = [w for w in words if len(w) <= limit]
+        if self.char_ngrams is not None:
+            return char_ngrams_of(words, *self.char_ngrams)
         if self.ngrams == 1:
             return words
         out = list(words)
@@ -103,19 +136,46 @@ class Tokenizer:
         out = {"ngrams": self.ngrams, "lowercase": self.lowercase, "max_token_length": self.max_token_length}
         if self.binary:  # only when set: configurations and snapshots of count models stay as they were
             out["binary"] = True
+        if self.char_ngrams is not None:
+            out["char_ngrams"] = list(self.char_ngrams)
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "Tokenizer":
-        unknown = set(data) - {"ngrams", "lowercase", "max_token_length", "binary"}
+        unknown = set(data) - {"ngrams", "lowercase", "max_token_length", "binary", "char_ngrams"}
         if unknown:  # a misspelt option ("ngram") would leave its default in place, unnoticed
             raise ValueError(f"unknown tokenizer options: {sorted(unknown)}")
+        chars = data.get("char_ngrams")
+        if chars is not None and (isinstance(chars, (str, bytes)) or len(chars) != 2):
+            raise ValueError(f"char_ngrams must be two lengths [low, high], got {chars!r}")
         return cls(
             ngrams=int(data.get("ngrams", 1)),
             lowercase=bool(data.get("lowercase", True)),
             max_token_length=int(data.get("max_token_length", 40)),
             binary=bool(data.get("binary", False)),
+            char_ngrams=None if chars is None else (int(chars[0]), int(chars[1])),
         )
+
+
+#: The longest character n-gram a tokenizer takes (a longer one is nearly the word itself).
+MAX_CHAR_NGRAM = 10
+#: The mark of a character n-gram term: '#' is punctuation, so no word token holds it.
+CHAR_MARK = "#"
+
+
+def char_ngrams_of(words: list[str], low: int, high: int) -> list[str]:
+    """The character n-grams (lengths ``low``..``high``) of each word inside ``<`` ``>`` marks, in order, with repeats.
+
+    >>> char_ngrams_of(["ab", "ab"], 3, 4)
+    ['#<ab', '#ab>', '#<ab>', '#<ab', '#ab>', '#<ab>']
+    """
+    out: list[str] = []
+    for word in words:
+        marked = f"<{word}>"
+        size = len(marked)
+        for n in range(low, min(high, size) + 1):
+            out.extend(CHAR_MARK + marked[i:i + n] for i in range(size - n + 1))
+    return out
 
 
 

@@ -87,6 +87,9 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--ngrams", type=int, default=None, help="tokenizer: longest word n-gram (1-3)")
     model.add_argument("--binary", action=argparse.BooleanOptionalAction, default=None,
                        help="tokenizer: presence features (each distinct term of a document counts 1)")
+    model.add_argument("--char-ngrams", default=None, metavar="LOW-HIGH",
+                       help="tokenizer: character n-grams of these lengths (e.g. 3-5) instead of words, a feature set "
+                            "for an ensemble base (docs/EVALUATION.md); 'none' turns them off")
 
     decision = parser.add_argument_group("spam decision (two-label data; the label is --positive, default spam)")
     decision.add_argument("--spam-threshold", type=float, default=None, metavar="P",
@@ -101,6 +104,21 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar on stderr (default: when stderr is a terminal)")
+
+
+def char_lengths(text: str) -> list[int] | None:
+    """``--char-ngrams LOW-HIGH`` (or one length N, or ``none``) as the tokenizer's ``char_ngrams``.
+
+    >>> char_lengths("3-5"), char_lengths("4"), char_lengths("none")
+    ([3, 5], [4, 4], None)
+    """
+    if text.strip().lower() == "none":
+        return None
+    low, sep, high = text.partition("-")
+    try:
+        return [int(low), int(high if sep else low)]
+    except ValueError:
+        raise SpecError(f"--char-ngrams takes LOW-HIGH (e.g. 3-5), got {text!r}") from None
 
 
 def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -135,6 +153,8 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         config["tokenizer"] = {**dict(config.get("tokenizer") or {}), "ngrams": args.ngrams}
     if args.binary is not None:
         config["tokenizer"] = {**dict(config.get("tokenizer") or {}), "binary": args.binary}
+    if getattr(args, "char_ngrams", None) is not None:
+        config["tokenizer"] = {**dict(config.get("tokenizer") or {}), "char_ngrams": char_lengths(args.char_ngrams)}
     explicit = route_mail_params({k: v for k, v in config.items() if v is not None})
     model_config(build_model(explicit))  # validates every field now, with the model's own messages
     return explicit

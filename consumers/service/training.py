@@ -73,7 +73,7 @@ def too_many_text_terms(model: GenerativeTextModel, text: str, limits: Limits) -
     """
     worst = None
     for tokenizer in model.tokenizers():
-        if tokenizer.ngrams * (len(text) // 2 + 1) <= limits.max_terms:
+        if tokenizer.max_terms(len(text)) <= limits.max_terms:
             continue
         distinct = len(term_counts(text, tokenizer)[0])
         if distinct > limits.max_terms and (worst is None or distinct > worst):
