@@ -451,8 +451,6 @@ def pool_choice(chosen: dict, candidate: Candidate) -> str:
         return f"`{candidate.bases[chosen['base']]}` alone"
     kept = chosen.get("bases")  # the bases the fit chose (stream and CV fits; older fits pool every base)
     names = ", ".join(f"`{candidate.bases[j]}`" for j in kept or ())
-    if chosen.get("equal_weights"):
-        return f"pool of {names}: equal weights"
     if kept is not None and chosen.get("reg") is None:  # the CV fit kept one base, unpooled
         return f"{names} alone"
     return ((f"pool of {names}: " if kept else "pool: ")

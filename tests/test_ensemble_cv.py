@@ -254,24 +254,3 @@ def test_each_folds_record_keeps_the_chosen_bias_flag_beside_the_fitted_biases()
     for record in summary["folds"]:
         assert isinstance(record["bias"], bool) and len(record["bias_vector"]) == len(classes)
         assert record["bias"] or not any(record["bias_vector"])  # no fitted bias where the variant has none
-
-
-def test_every_base_at_equal_weight_is_chosen_where_greedy_selection_stops_short():
-    # three experts, each wrong on its own third of the documents and as sure when wrong as when right: any one or
-    # two of them leave a third (or a tie) wrong, the three together outvote every error
-    rng = np.random.default_rng(5)
-    n, classes = 300, 3
-    truth = rng.integers(0, classes, n)
-    wrong_third = np.arange(n) % 3
-
-    def expert(k):
-        top = np.where(wrong_third == k, (truth + 1) % classes, truth)
-        return np.log(np.where(np.eye(classes)[top] > 0, 0.8, 0.1))
-
-    oof = np.stack([expert(0), expert(1), expert(2)])
-    bases, fitted, chosen, tried = choose_pool(oof, np.ones(n), truth, list(range(classes)),
-                                               [Doc(t) for t in truth], "accuracy")
-    assert bases == [0, 1, 2] and chosen.get("equal_weights") and chosen["cv"] == 1.0
-    np.testing.assert_array_equal(fitted.weights, np.full((3, 1), 1 / 3))
-    assert not fitted.bias.any() and not fitted.meta
-    assert max(t["cv"] for t in tried if not t.get("equal_weights")) < 1.0

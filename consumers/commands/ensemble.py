@@ -132,8 +132,7 @@ def run(args: argparse.Namespace) -> int:
     how = (f"base {chosen['base']} alone" if "base" in chosen else
            (f"bases {chosen['bases']} of {len(configs)}, " if "bases" in chosen else "")
            + f"meta={chosen['meta']}, bias={chosen['bias']}, "
-           + (f"reg={chosen['reg']:g}" if chosen.get("reg") is not None else
-              "equal weights" if chosen.get("equal_weights") else "unpooled")
+           + (f"reg={chosen['reg']:g}" if chosen.get("reg") is not None else "unpooled")
            + (f", floor={chosen['floor']:g}" if chosen.get("floor") is not None else ""))
     kind = f"{args.dev_folds}-fold cross-validated" if args.dev_folds > 1 else "dev"
     print(f"{kind} {summary['objective']}: best base {summary['dev_default']:.6f}, equal weights "

@@ -45,8 +45,6 @@ SUBSET_VARIANTS: tuple[tuple[bool, bool, float], ...] = ((False, False, 1.0), (F
 POOL_VARIANTS: tuple[tuple[bool, bool, float], ...] = VARIANTS
 #: Variants of a single base with a per-class bias (the weight is fitted too: a temperature).
 BIAS_VARIANTS: tuple[tuple[bool, bool, float], ...] = ((False, True, 10.0), (False, True, 1.0))
-#: The variant of every base at equal weight (its ``(meta, bias, reg)`` as the chosen pool reports it).
-EQUAL_WEIGHTS = (False, False, None)
 
 
 def choose_pool(oof: np.ndarray, lengths: np.ndarray, truth: np.ndarray, classes: list, docs: Sequence,
@@ -58,9 +56,7 @@ def choose_pool(oof: np.ndarray, lengths: np.ndarray, truth: np.ndarray, classes
     every base alone; every base with a per-class bias (:data:`BIAS_VARIANTS`); then, from the best of those,
     the base whose addition scores best under :data:`SUBSET_VARIANTS`, as long as the score rises and the
     cross-validated log loss falls; the
-    grid :data:`POOL_VARIANTS` on the chosen subset; last, every base at equal weight (nothing fitted: the
-    average of their log posteriors, :data:`EQUAL_WEIGHTS`), which greedy selection cannot reach where each
-    single addition fails its test. The first of ties wins (fewer bases, simpler variants).
+    grid :data:`POOL_VARIANTS` on the chosen subset. The first of ties wins (fewer bases, simpler variants).
     Returns ``(bases, pool, chosen, tried)``; the pool's weights have one row per chosen base.
 
     >>> rng = np.random.default_rng(0)
@@ -119,32 +115,14 @@ def choose_pool(oof: np.ndarray, lengths: np.ndarray, truth: np.ndarray, classes
                 value, loss = score(current[2], variant)
                 if value > current[0]:
                     current = (value, loss, current[2], variant)
-    if len(oof) > 1:  # every base at equal weight, nothing fitted: where greedy selection stops short of it
-        everyone = list(range(len(oof)))
-        out = equal_weights(len(oof), len(classes)).log_posteriors(oof, lengths)
-        value, loss = score_of(out, classes, docs, objective), float(-out[rows, truth].mean())
-        tried.append({"bases": everyone, "meta": False, "bias": False, "reg": None, "equal_weights": True,
-                      "cv": value, "log_loss": loss})
-        say(f"  bases {everyone} at equal weights: {value:.4f} (log loss {loss:.4f})")
-        if value > current[0]:
-            current = (value, loss, everyone, EQUAL_WEIGHTS)
     value, _, subset, variant = current
     if variant is None:
         fitted = Pool(False, np.ones((1, 1)), np.zeros(len(classes)))
-    elif variant == EQUAL_WEIGHTS:
-        fitted = equal_weights(len(subset), len(classes))
     else:
         fitted = fit_pool(oof[subset], lengths, truth, *variant)
     chosen = {"bases": subset, "meta": fitted.meta, "bias": variant[1] if variant else False,
               "reg": variant[2] if variant else None, "cv": value}
-    if variant == EQUAL_WEIGHTS:
-        chosen["equal_weights"] = True
     return subset, fitted, chosen, tried
-
-
-def equal_weights(bases: int, classes: int) -> Pool:
-    """The pool that averages its bases' log posteriors (weight ``1 / bases`` each), without biases."""
-    return Pool(False, np.full((bases, 1), 1.0 / bases), np.zeros(classes))
 
 
 def fold_posteriors(runs: BaseRuns, parts: Sequence[tuple[list[int], list[int]]]) -> tuple[np.ndarray, list]:
@@ -212,8 +190,8 @@ def cross_validate_ensemble(docs: Sequence, base_configs: Sequence[Mapping[str, 
                          "held_score": score_of(pooled[held], classes, [train[i] for i in held], objective)})
     cv_score = score_of(pooled, classes, train, objective)
     base_scores = [score_of(lp, classes, train, objective) for lp in outer]
-    uniform_score = score_of(equal_weights(len(configs), len(classes)).log_posteriors(outer, lengths), classes, train,
-                             objective)
+    uniform = Pool(False, np.full((len(configs), 1), 1.0 / len(configs)), np.zeros(len(classes)))
+    uniform_score = score_of(uniform.log_posteriors(outer, lengths), classes, train, objective)
     say(f"cross-validated {objective}: pool {cv_score:.4f}, bases {[round(s, 4) for s in base_scores]}")
 
     say("the pool on the whole training side (its out-of-fold posteriors: the folds above)")
