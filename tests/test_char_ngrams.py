@@ -92,3 +92,16 @@ def test_the_service_text_term_cap_bounds_char_ngrams_too():
     model = MNB("u_jm", tokenizer=tokenizer)
     assert too_many_text_terms(model, text, Limits(max_terms=words_bound)) == distinct
     assert too_many_text_terms(model, text, Limits(max_terms=distinct)) is None
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_char_counts_per_distinct_word_equal_the_counted_token_list_in_order(binary):
+    # counts() cuts each distinct word once (cached) and multiplies; tokens() lists every n-gram with repeats
+    import collections
+
+    tokenizer = Tokenizer(char_ngrams=(2, 4), binary=binary)
+    for text in ["the cat and the hat", "Ünïcode wörds, wörds; and a x", "", "a a a", "x" * 60 + " yy"]:
+        tokens = tokenizer.tokens(text)
+        expected = dict.fromkeys(tokens, 1) if binary else dict(collections.Counter(tokens))
+        got = tokenizer.counts(text)
+        assert got == expected and list(got) == list(expected), text
