@@ -83,12 +83,10 @@ from sgm.consumers.evaluation.harness import (EvalSetup, build_model, learn_spli
 from sgm.consumers.evaluation.search import dimensions_for, gaussian_random_search
 from sgm.model.spec import parse_spec
 from sgm.model.term_class_weights import term_class_weights
+from sgm.model.text import word_char_ngrams
 
 #: Log posteriors below this are clipped in the calibration fit (a label without training documents is -inf).
 LOG_POSTERIOR_FLOOR = -300.0
-#: Prefix of a character n-gram term. The tokenizer turns ``#``, ``<`` and ``>`` into spaces, so no word token
-#: holds them: ``#<ca`` (``<``/``>`` mark the word's start and end) never collides with a word or a bigram.
-CHAR_MARK = "#"
 
 
 def with_char_ngrams(documents: Sequence[Mapping[str, float]], lengths: tuple[int, int] = (3, 5),
@@ -112,11 +110,8 @@ def with_char_ngrams(documents: Sequence[Mapping[str, float]], lengths: tuple[in
         for term, count in doc.items():
             if " " in term:
                 continue
-            marked = f"<{term}>"
-            for n in range(low, min(high, len(marked)) + 1):
-                for i in range(len(marked) - n + 1):
-                    key = CHAR_MARK + marked[i:i + n]
-                    grams[key] = weight if presence else grams.get(key, 0.0) + count * weight
+            for key in word_char_ngrams(term, low, high):  # the model's own char n-grams (Tokenizer(char_ngrams))
+                grams[key] = weight if presence else grams.get(key, 0.0) + count * weight
         out.append(grams)
     return out
 

@@ -6,11 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from bench.topic_levers import (CHAR_MARK, fit_class_scale, learned_side_weighted, main, with_bigram_weight,
-                                 with_char_ngrams)
+from bench.topic_levers import fit_class_scale, learned_side_weighted, main, with_bigram_weight, with_char_ngrams
 from sgm.model import build_model
 from sgm.model.term_class_weights import term_class_weights
-from sgm.model.text import Tokenizer
+from sgm.model.text import CHAR_MARK, Tokenizer
 
 DOCS = [{"cheap": 2, "pills": 1, "cheap pills": 1}, {"meeting": 1, "noon": 1, "meeting noon": 1},
         {"cheap": 1, "meeting": 1, "cheap meeting": 1}]
