@@ -44,8 +44,10 @@ def test_an_output_over_the_size_limit_is_dead_lettered_and_the_partition_moves_
         assert sorted((d.reason.value, d.topic, d.offset) for d in letters) == [
             ("output_too_large", cfg.score_topic, offset) for offset in range(3)]
         assert "can never be delivered" in letters[0].detail
-        assert sample(running.service, "sgm_records_rejected_total",
-                      {"reason": "output_too_large", "source": "score"}) == 3
+        # counted once the batch is acknowledged and committed, just after its dead letters are flushed
+        wait_until(lambda: sample(running.service, "sgm_records_rejected_total",
+                                  {"reason": "output_too_large", "source": "score"}) == 3, 30,
+                   "the three rejections counted")
         # the batch was scored once more, then committed: no rescoring without end
         errors = sample(running.service, "sgm_transport_errors_total", {"stage": "score_flush"})
         assert 1 <= errors <= 3
