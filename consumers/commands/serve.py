@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import signal
 import sys
@@ -34,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         return _cannot_start(exc, logged=False)  # (no log handler before the configuration is read)
     setup_logging(cfg.log_format, cfg.log_level)
+    # A fault in native code run by a Python thread (a compiled kernel, a Kafka client's poll) would end the
+    # process without a line: the fault handler writes the signal and every thread's stack first. (Not for
+    # librdkafka's own threads: they block signals, so the kernel ends the process; docs/RELIABILITY.md.)
+    faulthandler.enable(all_threads=True)
     settings = cfg.redacted()
     try:  # the model the preset / --config file / flags resolve to, not the "model" setting's default
         settings["model"] = cfg.model_config()["model"]
