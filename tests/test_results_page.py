@@ -281,3 +281,54 @@ def test_the_committed_page_has_every_section_the_docs_cite_by_name():
     for name in cited:
         assert any(h.startswith(f"## {name}") for h in headings), f"RESULTS.md lost its cited section {name!r}"
     assert results.kept_sections(page), "the kept section's markers are gone: a regeneration would drop it"
+
+
+def _pool_reports(work, key: str, dev: float, score: float, measure: str) -> None:
+    fit = {"search": "ensemble", "evaluations": 12, "search_seconds": 7.0, "dev_default": dev - 0.01, "dev_tuned": dev,
+           "chosen": {"meta": False, "bias": False, "reg": 10.0, "cv": dev}, "tuned_config": {"model": "ensemble"}}
+    (work / f"{key}-ensemble.tune.json").write_text(json.dumps(fit), encoding="utf-8")
+    (work / f"{key}-ensemble.eval.json").write_text(json.dumps({**eval_report(score), measure: score}),
+                                                    encoding="utf-8")
+
+
+def test_a_pool_chosen_on_the_split_is_replayed_by_the_entry_that_takes_its_configuration(tmp_path, monkeypatch):
+    """reuters21578's prequential entry replays the split's chosen configuration; when that is a pool, its written
+    file is evaluated as is (``sgm eval --config``), never fitted again on the stream."""
+    monkeypatch.setattr(results, "tdm_available", lambda: False)
+    for key in ("toy-split", "toy-prequential"):
+        (tmp_path / f"{key}.peers.json").write_text("[]", encoding="utf-8")
+    write_reports(tmp_path, "toy-split-u_jm_ps", "4x4", 0.90)
+    _pool_reports(tmp_path, "toy-split", 0.95, 0.93, "accuracy")
+    (tmp_path / "toy-prequential-ensemble.eval.json").write_text(json.dumps(eval_report(0.91)), encoding="utf-8")
+    pool = results.Candidate("ensemble", bases=("u_jm_ps",))
+    split = resumed(tmp_path, results.Entry("toy", "split", (4, 4), candidates=(results.Candidate("u_jm_ps"), pool)))
+    assert split["best"]["candidate"] is pool
+    stream = results.run_entry(results.Entry("toy", "prequential", (0, 0), config_from="toy-split"),
+                               results.Runner(tmp_path, resume=True), None, {"toy-split": split})
+    assert [o["candidate"] for o in stream["ours"]] == [pool]
+    assert stream["best"]["commands"] == [
+        "sgm eval --data toy --mode prequential --config $WORK/toy-split-ensemble.config.json"]
+    assert stream["best"]["tuned"]["accuracy"] == 0.91
+    results.dataset_section(stream)  # its section renders without a fit report
+
+
+def test_the_pools_mean_rer_is_over_the_topic_sets_as_in_the_topic_table(tmp_path, monkeypatch):
+    """reuters21578's pool gets its row (Micro-F1), but the mean stays that of r8, r52 and webkb."""
+    monkeypatch.setattr(results, "tdm_available", lambda: False)
+    done = []
+    for data, measure, peer, ours in (("r8", "accuracy", 0.96, 0.97), ("reuters21578", "micro_f1", 0.80, 0.90)):
+        peers = [{"peer": name, measure: peer, "dev": 0.9, "macro_f1": peer, "log_loss": 0.3}
+                 for name in ("linear_svc", "logistic_regression", "vw_oaa")]
+        (tmp_path / f"{data}-split.peers.json").write_text(json.dumps(peers), encoding="utf-8")
+        write_reports(tmp_path, f"{data}-split-u_jm_ps", "4x4", 0.90)
+        _pool_reports(tmp_path, f"{data}-split", 0.95, ours, measure)
+        if measure == "micro_f1":
+            report = {**eval_report(0.9), "micro_f1": 0.85}
+            (tmp_path / f"{data}-split-u_jm_ps.eval.json").write_text(json.dumps(report), encoding="utf-8")
+        pool = results.Candidate("ensemble", bases=("u_jm_ps",))
+        done.append(resumed(tmp_path, results.Entry(data, "split", (4, 4),
+                                                    candidates=(results.Candidate("u_jm_ps"), pool))))
+    lines = results.ensemble_summary(done)
+    assert next(line for line in lines if line.startswith("| reuters21578 |")).endswith("| 0.8000 | +50.0% |")
+    # r8 alone: 1 - 0.03 / 0.04 = +25% against each peer; with reuters21578's +50% it would read +37.5%
+    assert "| **mean r8, r52, webkb** | | | | | | | | | **+25.0%** | | **+25.0%** | | **+25.0%** |" in lines
