@@ -36,6 +36,7 @@ from typing import Any
 from sgm.consumers.evaluation.measures import relative_error_reduction
 
 from .label_rule import label_rule_lines, run_label_rule
+from .results_merge import MEAN_DATASETS, merge_page
 from .results_choice import CHOICE_SEED, choice_of, choose, run_cv_choice
 from .results_plan import PLAN, TDM_CANDIDATES, Candidate, Entry
 
@@ -722,9 +723,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="reuse outputs already in the work folder")
     parser.add_argument("--only", default=None, help="comma-separated dataset names")
     parser.add_argument("--search", default=None, metavar="ITERSxPOINTS", help="one search size for all, e.g. 4x8")
+    parser.add_argument("--merge", action="store_true",
+                        help="with --only: merge the datasets' rows and sections into --out (bench/results_merge.py)")
     args = parser.parse_args(argv)
     search = tuple(int(x) for x in args.search.lower().split("x")) if args.search else None
     only = set(args.only.split(",")) if args.only else None
+    if args.merge and (not only or only & MEAN_DATASETS or not Path(args.out).is_file()):
+        why = ("needs --only" if not only else f"{', '.join(sorted(only & MEAN_DATASETS))} feed the page's means: "
+               "regenerate the whole page" if only & MEAN_DATASETS else f"{args.out} does not exist")
+        print(f"python -m bench.results: --merge {why}", file=sys.stderr)
+        return 2
     runner = Runner(Path(args.work), args.resume)
     started = time.perf_counter()
     results, done = [], {}
@@ -734,7 +742,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {entry.key}", file=sys.stderr, flush=True)
         done[entry.key] = run_entry(entry, runner, search, done)
         results.append(done[entry.key])
-    write_page(results, Path(args.out), runner.step_seconds(), search)
+    if args.merge:  # the partial page beside the work, then its parts into the page
+        part = runner.path("partial-page.md")
+        write_page(results, part, runner.step_seconds(), search)
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        out = Path(args.out)
+        out.write_text(merge_page(out.read_text(encoding="utf-8"), part.read_text(encoding="utf-8"), only, when),
+                       encoding="utf-8")
+    else:
+        write_page(results, Path(args.out), runner.step_seconds(), search)
     print(f"wrote {args.out} ({(time.perf_counter() - started) / 60:.1f} min)", file=sys.stderr)
     return 0
 
