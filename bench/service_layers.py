@@ -57,7 +57,7 @@ from sgm.stream.broker import EmbeddedBroker, free_port
 from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client
 
 from .service_bench import (MAX_POLL_RECORDS, PARTITIONS, data_path, dataset_records, generated, produce,
-                            read_outputs, relay_ceiling, serve_process)
+                            read_outputs, relay_ceiling, serve_process, stage_us_per_doc)
 
 LAYERS = ("service", "quix", "faust")
 #: The import each peer layer needs, and the package that provides it.
@@ -197,19 +197,20 @@ def written(client, topic: str) -> int:
     return total
 
 
-def spawn(layer: str, cfg: ServiceConfig, output_topic: str, group: str, work_dir: str) -> subprocess.Popen:
-    """The layer's process, reading ``cfg.score_topic`` in ``group`` and writing ``output_topic``."""
+def spawn(layer: str, cfg: ServiceConfig, output_topic: str, group: str, work_dir: str) -> tuple[subprocess.Popen, str]:
+    """The layer's process, reading ``cfg.score_topic`` in ``group`` and writing ``output_topic``, and its
+    metrics address (the service's; "" for the peer apps)."""
     log_path = os.path.join(work_dir, f"{layer}-{group}.log")
     if layer == "service":
         state_dir = os.path.join(work_dir, f"state-{group}")
         shutil.copytree(cfg.state_dir, state_dir)
         serve_cfg = dataclasses.replace(cfg, role="all", state_dir=state_dir, group=group, output_topic=output_topic,
                                         metrics_address=f"127.0.0.1:{free_port()}")
-        return serve_process(serve_cfg, log_path)
+        return serve_process(serve_cfg, log_path), serve_cfg.metrics_address
     args = [sys.executable, "-m", "bench.service_peer_apps", layer, "--bootstrap-servers", cfg.bootstrap_servers,
             "--score-topic", cfg.score_topic, "--output-topic", output_topic, "--group", group,
             "--state-dir", cfg.state_dir, "--batch", str(MAX_POLL_RECORDS)]
-    return subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=open(log_path, "ab"))
+    return subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=open(log_path, "ab")), ""
 
 
 def run_layer(layer: str, client, cfg: ServiceConfig, broker_pid: int, expected: dict[str, str], work_dir: str,
@@ -220,11 +221,14 @@ def run_layer(layer: str, client, cfg: ServiceConfig, broker_pid: int, expected:
     with client.admin() as admin:
         admin.create_topics([(output_topic, PARTITIONS, 1)])
     spawned = time.perf_counter()
-    process = spawn(layer, cfg, output_topic, group, work_dir)
+    process, metrics_address = spawn(layer, cfg, output_topic, group, work_dir)
     cpu: dict = {}
+    stages: dict = {}
     try:
         read_outputs(client, output_topic, len(expected), timeout, pids=(process.pid, broker_pid), cpu=cpu)
         exited = process.poll()
+        if metrics_address and exited is None:
+            stages = stage_us_per_doc(metrics_address)  # the service's own wall time per stage and document
     finally:
         process.terminate()
         try:
@@ -236,7 +240,7 @@ def run_layer(layer: str, client, cfg: ServiceConfig, broker_pid: int, expected:
     records = read_outputs(client, output_topic, total, 60) if total else []
     check = check_outputs([(r.key, r.value) for r in records], expected)
     out = {"layer": layer, "check": check.__dict__, "ok": check.ok, "summary": check.summary(),
-           "exited_early": exited}
+           "exited_early": exited, "stage_us_per_doc": stages}
     if "start" in cpu and "end" in cpu and cpu["end"][0] > cpu["start"][0]:
         docs = cpu["end"][0] - cpu["start"][0]
         out["docs_per_s"] = docs / max(cpu["end_at"] - cpu["start_at"], 1e-9)
@@ -276,6 +280,11 @@ def measure(broker, name: str, train: list[bytes], score: list[bytes], args: arg
     relay["relay_runs_per_s"] = [r["relay_per_s"] for r in relays]
     for run in runs:
         run["fraction_of_relay"] = run.get("docs_per_s", 0.0) / relay["relay_per_s"] if relay["relay_per_s"] else float("nan")
+        # The rate ratio if CPU were the only limit (layer or relay, plus the broker): far steadier than the
+        # rates on a shared machine (service_bench's "CPU-bound" ratio).
+        if "cpu_us" in run:
+            run["cpu_bound_fraction_of_relay"] = ((relay["relay_cpu_us"] + relay["relay_broker_cpu_us"])
+                                                  / (run["cpu_us"] + run["broker_cpu_us"]))
     return {"data": name, "docs": len(score), "train": len(train), "in_process_docs_per_s": in_process,
             "relay": relay, "runs": runs}
 
@@ -285,23 +294,27 @@ def line(run: dict) -> str:
             f"first output after {run['startup_s']:4.1f} s" if "docs_per_s" in run else "no rate (no outputs)")
     return (f"  round {run['round']} {run['layer']:>8}: {rate} | {run['summary']}"
             + (f" | exited early ({run['exited_early']}): {run.get('log_tail')}" if run["exited_early"] is not None else "")
-            + (f" | log: {run['log_tail']}" if "log_tail" in run and run["exited_early"] is None else ""))
+            + (f" | log: {run['log_tail']}" if "log_tail" in run and run["exited_early"] is None else "")
+            + ("\n" + " " * 20 + "stages, wall us/doc: " + ", ".join(f"{k} {v:.1f}" for k, v in run["stage_us_per_doc"].items())
+               if run.get("stage_us_per_doc") else ""))
 
 
 def table(result: dict) -> str:
     """A Markdown table of one data set: the relay, then each layer's runs."""
     relay = result["relay"]
-    rows = [f"| {result['data']} ({result['docs']} docs) | docs/s | of relay | CPU us/doc (process + broker) | start-up s | outputs |",
-            "|---|---|---|---|---|---|",
+    rows = [f"| {result['data']} ({result['docs']} docs) | docs/s | of relay | CPU us/doc (process + broker) | "
+            "CPU-bound of relay | start-up s | outputs |",
+            "|---|---|---|---|---|---|---|",
             f"| relay (no work; before/after {'/'.join(f'{r:.0f}' for r in relay['relay_runs_per_s'])}) | "
-            f"{relay['relay_per_s']:.0f} | 100% | {relay['relay_cpu_us']:.1f} + {relay['relay_broker_cpu_us']:.1f} | - | - |"]
+            f"{relay['relay_per_s']:.0f} | 100% | {relay['relay_cpu_us']:.1f} + {relay['relay_broker_cpu_us']:.1f} | 100% | - | - |"]
     for run in result["runs"]:
         if "docs_per_s" in run:
             rows.append(f"| {run['layer']} (round {run['round']}, load {run['load']:.1f}) | {run['docs_per_s']:.0f} | "
                         f"{run['fraction_of_relay'] * 100:.1f}% | {run['cpu_us']:.1f} + {run['broker_cpu_us']:.1f} | "
+                        f"{run['cpu_bound_fraction_of_relay'] * 100:.1f}% | "
                         f"{run['startup_s']:.1f} | {'ok' if run['ok'] else run['summary']} |")
         else:
-            rows.append(f"| {run['layer']} (round {run['round']}) | - | - | - | - | {run['summary']} |")
+            rows.append(f"| {run['layer']} (round {run['round']}) | - | - | - | - | - | {run['summary']} |")
     return "\n".join(rows)
 
 
