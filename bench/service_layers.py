@@ -188,6 +188,23 @@ def expected_tops(state_dir: str, score: list[bytes]) -> tuple[dict[str, str], f
     return tops, len(score) / (time.perf_counter() - started)
 
 
+def scorer_cpu_us(state_dir: str, score: list[bytes], n: int = 2000) -> dict[str, float]:
+    """CPU us per document of the peer apps' scorer (parse, rank, encode; no Kafka) on the first ``n`` records,
+    a batch of up to 2000 per call (as the service and the Faust agent call it) and one record per call (as
+    the Quix app must: ``StreamingDataFrame.apply`` gets one message)."""
+    from .service_peer_apps import Scorer
+
+    scorer, values = Scorer(state_dir), score[:n]
+    scorer.score_batch(values[:1], [None])  # compiled and warm
+    started = time.process_time()
+    scorer.score_batch(values, [None] * len(values))
+    batched = time.process_time() - started
+    started = time.process_time()
+    for value in values:
+        scorer.score_batch([value], [None])
+    return {"batched": batched / len(values) * 1e6, "one_at_a_time": (time.process_time() - started) / len(values) * 1e6}
+
+
 def written(client, topic: str) -> int:
     consumer = client.consumer(None)
     tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
@@ -261,11 +278,14 @@ def measure(broker, name: str, train: list[bytes], score: list[bytes], args: arg
         cfg = train_snapshot(client, broker.bootstrap_servers, train, os.path.join(work_dir, "state"),
                              f"layers-{uuid.uuid4().hex[:6]}")
         expected, in_process = expected_tops(cfg.state_dir, score)
+        scorer_cpu = scorer_cpu_us(cfg.state_dir, score)
         with client.admin() as admin:
             admin.create_topics([(cfg.score_topic, PARTITIONS, 1)])
         produce(client, cfg.score_topic, score)
         print(f"{name}: {len(train)} training records, {len(score)} scoring records; in-process scoring "
-              f"{in_process:.0f} docs/s (the expected outputs); load {os.getloadavg()[0]:.1f}", flush=True)
+              f"{in_process:.0f} docs/s (the expected outputs); the peer apps' scorer, CPU us/doc: "
+              f"{scorer_cpu['batched']:.1f} batched, {scorer_cpu['one_at_a_time']:.1f} one record per call; "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
         relays = [relay_ceiling(client, score, MAX_POLL_RECORDS, broker.pid)]
         runs = []
         for round_ in range(args.rounds):
@@ -286,6 +306,7 @@ def measure(broker, name: str, train: list[bytes], score: list[bytes], args: arg
             run["cpu_bound_fraction_of_relay"] = ((relay["relay_cpu_us"] + relay["relay_broker_cpu_us"])
                                                   / (run["cpu_us"] + run["broker_cpu_us"]))
     return {"data": name, "docs": len(score), "train": len(train), "in_process_docs_per_s": in_process,
+            "scorer_cpu_us": scorer_cpu,
             "relay": relay, "runs": runs}
 
 
