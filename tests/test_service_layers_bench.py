@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -71,6 +73,13 @@ def test_missing_peers_stop_the_bench_in_one_line(monkeypatch, capsys):
     assert len(err.splitlines()) == 1 and "quixstreams" in err and "service-peers" in err
 
 
+def test_peers_are_looked_up_in_the_peer_python(monkeypatch):
+    monkeypatch.setitem(service_layers.PEER_PACKAGES, "quix", ("no_such_module_sgm", "quixstreams"))
+    monkeypatch.setitem(service_layers.PEER_PACKAGES, "faust", ("json", "faust-streaming"))  # importable anywhere
+    assert missing_peers(["quix", "faust"], sys.executable) == ["quixstreams"]
+    assert missing_peers(["faust"], sys.executable) == []
+
+
 @pytest.fixture()
 def state_dir(tmp_path):
     model = build_model({"model": "u_jm"})
@@ -99,14 +108,19 @@ def test_peer_scorer_writes_the_services_outputs_one_at_a_time_or_batched(state_
     assert first["model"]["version"] == 3 and first["model"]["documents"] == 3
 
 
+#: The Python of an environment with the service-peers extra (bench/service_layers.py's INSTALL); default: this one.
+PEER_PYTHON = os.environ.get("SGM_PEER_PYTHON", sys.executable)
+
+
 @pytest.mark.kafka
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("quixstreams") is None,
-                    reason="quixstreams not installed (optional extra: pip install -e '.[service-peers]')")
+@pytest.mark.skipif(bool(missing_peers(["quix"], PEER_PYTHON)),
+                    reason=f"quixstreams not installed for {PEER_PYTHON} (the service-peers extra, in an environment "
+                           "of its own: set SGM_PEER_PYTHON to its python)")
 def test_smallest_run_serves_every_record_once_with_the_expected_labels(tmp_path, capsys):
     out = tmp_path / "layers.json"
     code = service_layers.main(["--docs", "400", "--train", "300", "--layers", "service", "quix",
-                                "--timeout", "90", "--json", str(out)])
+                                "--timeout", "90", "--json", str(out), "--peer-python", PEER_PYTHON])
     result = json.loads(out.read_text())["results"][0]
     assert [run["layer"] for run in result["runs"]] == ["service", "quix"]
     for run in result["runs"]:
