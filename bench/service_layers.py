@@ -67,7 +67,7 @@ LAYERS = ("service", "quix", "faust")
 PEER_PACKAGES = {"quix": ("quixstreams", "quixstreams"), "faust": ("faust", "faust-streaming")}
 #: The peers go into an environment of their own: quixstreams 3.28 requires confluent-kafka < 2.13, and the
 #: service on librdkafka 2.12 segfaults when its training topic is recreated with more partitions
-#: (tests/test_field_faults.py, test_2_..., 3 of 3 runs; 2.16.1: 0 of 3). Each layer runs its own client.
+#: (tests/test_field_faults.py, test_2_..., 3 runs in a row; 2.16.1: 0 of 3). Each layer runs its own client.
 INSTALL = ("python3.11 -m venv .venv-peers && .venv-peers/bin/pip install -e '.[service-peers]', "
            "then --peer-python .venv-peers/bin/python")
 MODEL, PARAMS = "uc_pd_jm_dp", {"beta": 0.3, "mu": 50.0, "delta": 0.5, "ups": 0.2}
