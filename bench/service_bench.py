@@ -185,7 +185,8 @@ def read_outputs(client, topic: str, n: int, timeout: float, pids: tuple[int, ..
     """The ``n`` output records, read once they are all written (reading them while the
     service runs would take CPU from it: this machine has two cores). With ``pids``,
     ``cpu`` gets their CPU seconds and the outputs written when the first output
-    appeared (``start``) and when the last did (``end``)."""
+    appeared (``start``) and when the last did (``end``), and when each was seen
+    (``start_at``, ``end_at``: ``time.perf_counter()``)."""
     consumer = client.consumer(None)
     tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
     consumer.assign(tps)
@@ -195,9 +196,11 @@ def read_outputs(client, topic: str, n: int, timeout: float, pids: tuple[int, ..
         written = sum(consumer.end_offsets(tps).values())
         if cpu is not None and pids and written and "start" not in cpu:
             cpu["start"] = (written, [cpu_seconds(pid) for pid in pids])
+            cpu["start_at"] = time.perf_counter()
         time.sleep(0.02 if cpu is not None else 0.5)
     if cpu is not None and pids:
         cpu["end"] = (written, [cpu_seconds(pid) for pid in pids])
+        cpu["end_at"] = time.perf_counter()
     records: list = []
     while len(records) < n and time.monotonic() < deadline:
         records.extend(consumer.poll(5000, 0.5))
