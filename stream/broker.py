@@ -101,6 +101,27 @@ def threads_stopped(pid: int) -> bool:
     return True
 
 
+def listens_on(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` holds a listening TCP socket on ``port``; None where ``/proc`` cannot tell."""
+    try:
+        sockets = set()
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    sockets.add(target[len("socket:["):-1])
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with contextlib.suppress(FileNotFoundError), open(table) as handle:
+                next(handle, None)  # the header
+                for line in handle:
+                    fields = line.split()  # sl, local address, remote address, state, ..., inode (10th)
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port and fields[9] in sockets:
+                        return True
+    except OSError:
+        return None  # no /proc (not Linux), or the process is gone (the caller sees it exit)
+    return False
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     # Linux only: the broker gets SIGKILL if the process that started it dies,
     # so a crashed test run does not leave orphan brokers holding ports.
@@ -295,7 +316,9 @@ class EmbeddedBroker:
                 raise BrokerStartError(
                     f"tansu exited with code {self._process.returncode} on port {port}:\n{self.log_tail()}"
                 )
-            if kafka_metadata_ready(self._host, port, timeout=0.5):
+            # The answer must come from this process: tansu reports "listening" before it binds, and on a
+            # port another broker holds it exits (0) only after that broker has answered the probe.
+            if kafka_metadata_ready(self._host, port, timeout=0.5) and listens_on(self._process.pid, port) is not False:
                 return
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
