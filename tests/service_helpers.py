@@ -21,6 +21,20 @@ class Running:
     stop: threading.Event
     thread: threading.Thread
     errors: list = field(default_factory=list)
+    steps: int = 0  # loop steps the service finished (start_service counts them)
+
+    def wait_for_step(self, timeout: float = 30.0) -> None:
+        """Wait until the service's loop finishes the step it is in (or, between steps, the next one).
+
+        The service's thread changes its counters and state all through a step: a scoring batch is counted
+        only after its outputs and dead letters were acknowledged and its offsets committed, so a test that
+        has just read them must wait here before it reads the counters.
+        """
+        seen = self.steps
+        deadline = time.monotonic() + timeout
+        while self.steps == seen and self.thread.is_alive():
+            assert time.monotonic() < deadline, f"the service finished no step within {timeout} s"
+            time.sleep(0.01)
 
     def halt(self, timeout: float = 60.0) -> None:
         self.stop.set()
@@ -75,6 +89,15 @@ def start_service(config: ServiceConfig, client: Client) -> Running:
     service = Service(config, client=client)
     stop = threading.Event()
     running = Running(service, stop, None)  # type: ignore[arg-type]
+    step = service.step
+
+    def counted_step() -> bool:
+        try:
+            return step()
+        finally:
+            running.steps += 1
+
+    service.step = counted_step  # run() calls it through the instance: Running.wait_for_step counts on it
 
     def target() -> None:
         try:

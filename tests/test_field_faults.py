@@ -57,8 +57,10 @@ def test_1_a_record_from_the_future_never_moves_the_model_clock(kafka_broker, un
         year_2100_ms = 4_102_444_800_000
         produce(cfg.bootstrap_servers, cfg.train_topic, [learn(999, ts=None, prefix="future")],
                 timestamps_ms=[year_2100_ms])
-        wait_until(lambda: running.service.train_offsets.get(0, 0) >= 301, 30, "the future record applied")
-        time.sleep(0.3)  # the batch that held it is done
+        # the offset moves past the record inside the batch: wait for the batch to end before reading the model
+        service = running.service
+        wait_until(lambda: service.train_offsets.get(0, 0) >= 301 and not service.checkpoint.half_applied, 30,
+                   "the future record applied")
         running.service.refresh_gauges()
         assert len(running.service.model) == documents == 300
         assert sample(running.service, "sgm_model_documents") == gauge_before == 300
@@ -116,6 +118,8 @@ def test_2_a_recreated_training_topic_with_more_partitions_is_learned_not_skippe
     try:
         produce(cfg.bootstrap_servers, cfg.train_topic, [learn(i) for i in range(300)])
         wait_until(lambda: len(running.service.model) >= 300, 30, "300 learned")
+        # the snapshot is written from this thread: not while the service thread still applies the batch
+        wait_until(lambda: not running.service.checkpoint.half_applied, 30, "the batch applied")
         running.service.snapshot()
         broker = _wipe(broker)
         with client.admin() as admin:
@@ -186,7 +190,10 @@ def test_2_a_recreated_topic_already_longer_than_the_model_is_told_apart_by_its_
 
         running = start_service(cfg, client)
         try:
-            wait_until(lambda: running.service.train_offsets.get(0) == 150, 30, "the new log applied")
+            # the offsets move record by record, the documents are learned at the batch's end (learn_many)
+            service = running.service
+            wait_until(lambda: service.train_offsets.get(0) == 150 and not service.checkpoint.half_applied, 30,
+                       "the new log applied")
             assert sample(running.service, "sgm_training_log_resets_total", {"policy": "rebuild"}) == 1
             assert running.service.model.document_ids() == {f"new{i}" for i in range(150)}
         finally:
@@ -303,8 +310,10 @@ def test_13_a_learn_from_a_clock_years_behind_is_dead_lettered_not_counted_as_le
         letters = dead_letters(client, cfg.dlq_topic, 2)
         assert sorted((d.reason.value, d.offset) for d in letters) == [("past_timestamp", 50), ("past_timestamp", 51)]
         assert "half-lives behind the model's time" in letters[0].detail
-        wait_until(lambda: running.service.train_offsets.get(0, 0) == 53, 30, "all 53 applied")
-        time.sleep(0.3)
+        # offsets move record by record, the learns are applied at the batch's end: wait for the batch to end
+        service = running.service
+        wait_until(lambda: service.train_offsets.get(0, 0) == 53 and not service.checkpoint.half_applied, 30,
+                   "all 53 applied")
         running.service.refresh_gauges()
         assert len(running.service.model) == 51  # 40 days back is 40 half-lives: learned, decayed, kept
         assert sample(running.service, "sgm_documents_learned_total") == 51

@@ -536,6 +536,8 @@ def test_failed_delivery_is_logged_with_ids_and_not_counted_twice(tmp_path, capl
     try:
         feed_test_then_train(client, config, service, events)
         wait_until(lambda: service.train_offsets.get(0, 0) >= expected.training_records, 20, "training applied")
+        # the last batch counted its documents scored, not yet its predictions and dead letters: let it end
+        running.wait_for_step()
         final = scrape(service.metrics_address)
         records = read_topic(client, config.output_topic, lambda r: len({x.key for x in r}) >= len(expected.scoring_ids))
     finally:

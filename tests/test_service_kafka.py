@@ -174,10 +174,12 @@ def test_two_classifier_replicas_split_partitions_and_answer_everything(kafka_br
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and min(a.service.train_offsets.get(0, 0), b.service.train_offsets.get(0, 0)) < train_end:
             time.sleep(0.1)
-        scored_a, scored_b = a.service.metrics.scored._value.get(), b.service.metrics.scored._value.get()
     finally:
         a.halt()
         b.halt()
+    # read once both stopped: a batch is counted after its outputs are acknowledged and committed, so the
+    # last batch's outputs can be read before it is counted
+    scored_a, scored_b = a.service.metrics.scored._value.get(), b.service.metrics.scored._value.get()
     assert assigned_a and assigned_b and not (assigned_a & assigned_b)
     assert assigned_a | assigned_b == {0, 1, 2, 3}
     assert set(outputs) == scoring_ids

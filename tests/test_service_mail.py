@@ -106,13 +106,15 @@ def test_whole_messages_end_to_end_with_guards_threshold_and_malformed_mail(kafk
                                                  score("q-broken", BROKEN.replace(b"cheap pills", b"cheap meds")),
                                                  json.dumps({"id": "bad-s", "raw_b64": "U3Vi\namVjdA=="}).encode()])
         letters = dead_letters(read_topic(client, cfg.dlq_topic, lambda r: len(r) >= 2, 30))
-        flags_metric = service.metrics.mail_flags
-        flagged = {(s.labels["flag"], s.labels["source"]): s.value for m in flags_metric.collect() for s in m.samples
-                   if s.name.endswith("_total")}
-        decisions = {(s.labels["verdict"]): s.value for m in service.metrics.decisions.collect() for s in m.samples
-                     if s.name.endswith("_total")}
     finally:
         running.halt()
+    # read once stopped: a scoring batch's mail flags and verdicts are counted after its outputs and dead letters
+    # are acknowledged and committed, so they can be read before they are counted
+    flags_metric = service.metrics.mail_flags
+    flagged = {(s.labels["flag"], s.labels["source"]): s.value for m in flags_metric.collect() for s in m.samples
+               if s.name.endswith("_total")}
+    decisions = {(s.labels["verdict"]): s.value for m in service.metrics.decisions.collect() for s in m.samples
+                 if s.name.endswith("_total")}
 
     early = outputs["q-early"][0]
     assert early.decision["verdict"] == "not_ready" and early.decision["learned"] == {"spam": 2, "ham": 1}

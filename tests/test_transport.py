@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from sgm.stream.broker import EmbeddedBroker, free_port, kafka_metadata_ready
+from sgm.stream.broker import BrokerStartError, EmbeddedBroker, free_port, kafka_metadata_ready
 from sgm.stream.kafka import (
     Client,
     CommitFailedError,
@@ -542,9 +542,11 @@ def test_embedded_broker_lifecycle_survives_sigstop(tmp_path) -> None:  # noqa: 
         host, port = broker.bootstrap_servers.split(":")
         assert kafka_metadata_ready(host, int(port))
         pid = broker.pid
-        os.kill(pid, signal.SIGSTOP)  # what the fault-injection test will do
+        # what the fault-injection tests do; freeze() returns once every thread stopped (os.kill returns before:
+        # a Metadata request sent at once was still answered on a loaded machine, a CI-like stress run failed so)
+        broker.freeze()
         assert not kafka_metadata_ready(host, int(port), timeout=0.3)
-        os.kill(pid, signal.SIGCONT)
+        broker.thaw()
         # It must answer again; under a loaded CI machine the resumed process can take longer than
         # one probe's 1 s to be scheduled and drain the stalled probe's connection, so keep probing.
         deadline = time.monotonic() + 20.0
@@ -559,3 +561,18 @@ def test_embedded_broker_lifecycle_survives_sigstop(tmp_path) -> None:  # noqa: 
     assert not kafka_metadata_ready("127.0.0.1", free_port(), timeout=0.3)
     with pytest.raises(RuntimeError):
         _ = broker.bootstrap_servers
+
+
+@pytest.mark.kafka
+def test_a_broker_whose_port_another_broker_holds_is_not_reported_started(tmp_path) -> None:  # noqa: ANN001
+    """Tansu logs "listening" before it binds and, on a taken port, exits (code 0) ~15 ms later: the readiness
+    probe was answered by the other broker meanwhile, so start() returned a broker that was never there (tests
+    that restart a broker on its old port, or wait for a free port to come up, would talk to a stranger)."""
+    with EmbeddedBroker(log_path=tmp_path / "first.log") as first:
+        second = EmbeddedBroker(port=first.port, log_path=tmp_path / "second.log")
+        try:
+            with pytest.raises(BrokerStartError, match="exited"):
+                second.start()
+        finally:
+            second.stop()
+        assert kafka_metadata_ready(first.host, first.port)  # the first one is untouched
