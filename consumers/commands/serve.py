@@ -38,7 +38,10 @@ def run(args: argparse.Namespace) -> int:
     # A fault in native code run by a Python thread (a compiled kernel, a Kafka client's poll) would end the
     # process without a line: the fault handler writes the signal and every thread's stack first. (Not for
     # librdkafka's own threads: they block signals, so the kernel ends the process; docs/RELIABILITY.md.)
-    faulthandler.enable(all_threads=True)
+    try:
+        faulthandler.enable(all_threads=True)
+    except (OSError, ValueError, AttributeError):  # stderr is no file (a caller's stream object): nowhere to write
+        pass
     settings = cfg.redacted()
     try:  # the model the preset / --config file / flags resolve to, not the "model" setting's default
         settings["model"] = cfg.model_config()["model"]
