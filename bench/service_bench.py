@@ -312,10 +312,27 @@ class _Done(Exception):
     """No latency phase (the real-mail runs)."""
 
 
-def training_run(kind: str, bootstrap: str, train: list[bytes]) -> dict:
-    """Apply ``train`` from a topic with an in-process trainer; records/s and CPU per record."""
+def apply_training(client, cfg: ServiceConfig, train: list[bytes]) -> tuple[float, float, int]:
+    """Produce ``train`` to ``cfg``'s training topic and apply it with the service's own trainer, in process; the
+    wall and CPU seconds of applying it and the documents learned. Closing the service writes its final snapshot."""
     from sgm.consumers.service import Service
 
+    with client.admin() as admin:
+        admin.create_topics([(cfg.train_topic, 1, 1), (cfg.dlq_topic, 1, 1)])
+    produce(client, cfg.train_topic, train)
+    service = Service(cfg, client=client)
+    service.start()
+    try:
+        wall, cpu = time.perf_counter(), time.process_time()
+        while service.train_offsets.get(0, 0) < len(train):
+            service.step()
+        return time.perf_counter() - wall, time.process_time() - cpu, len(service.model)
+    finally:
+        service.close()
+
+
+def training_run(kind: str, bootstrap: str, train: list[bytes]) -> dict:
+    """Apply ``train`` from a topic with an in-process trainer; records/s and CPU per record."""
     client = open_client(kind, KafkaConfig(bootstrap_servers=bootstrap))
     name = f"bench-train-{kind}-{uuid.uuid4().hex[:6]}"
     with tempfile.TemporaryDirectory() as state_dir:
@@ -325,19 +342,7 @@ def training_run(kind: str, bootstrap: str, train: list[bytes]) -> dict:
                             model="uc_pd_jm_dp", param={"beta": 0.3, "mu": 50.0, "delta": 0.5, "ups": 0.2},
                             max_poll_records=MAX_POLL_RECORDS, snapshot_every_records=10**12,
                             snapshot_every_seconds=10**9)
-        with client.admin() as admin:
-            admin.create_topics([(cfg.train_topic, 1, 1), (cfg.dlq_topic, 1, 1)])
-        produce(client, cfg.train_topic, train)
-        service = Service(cfg, client=client)
-        service.start()
-        try:
-            wall, cpu = time.perf_counter(), time.process_time()
-            while service.train_offsets.get(0, 0) < len(train):
-                service.step()
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-            learned = len(service.model)
-        finally:
-            service.close()
+        wall, cpu, learned = apply_training(client, cfg, train)
     return {"client": kind, "train_records": len(train), "learned": learned, "train_records_per_s": len(train) / wall,
             "train_cpu_us_per_record": cpu / len(train) * 1e6}
 

@@ -59,8 +59,8 @@ from sgm.consumers.config import ServiceConfig
 from sgm.stream.broker import EmbeddedBroker, free_port
 from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client
 
-from .service_bench import (MAX_POLL_RECORDS, PARTITIONS, data_path, dataset_records, generated, produce,
-                            read_outputs, relay_ceiling, serve_process, stage_us_per_doc)
+from .service_bench import (MAX_POLL_RECORDS, PARTITIONS, apply_training, data_path, dataset_records, generated,
+                            produce, read_outputs, relay_ceiling, serve_process, stage_us_per_doc)
 
 LAYERS = ("service", "quix", "faust")
 #: The import each peer layer needs, and the package that provides it.
@@ -177,23 +177,12 @@ def check_outputs(outputs: list[tuple[bytes | None, bytes]], expected: dict[str,
 
 def train_snapshot(client, bootstrap: str, train: list[bytes], state_dir: str, name: str) -> ServiceConfig:
     """Train the model from a topic with the service's own trainer and snapshot it into ``state_dir``."""
-    from sgm.consumers.service import Service
-
     cfg = ServiceConfig(bootstrap_servers=bootstrap, client="confluent", role="trainer", train_topic=f"{name}-train",
                         score_topic=f"{name}-score", output_topic=f"{name}-out-service", dlq_topic=f"{name}-dlq",
                         group=f"{name}-g", state_dir=state_dir, metrics_address="", model=MODEL, param=PARAMS,
                         max_poll_records=MAX_POLL_RECORDS, snapshot_every_records=10**12,
                         snapshot_every_seconds=10**9, score_partitions=PARTITIONS)
-    with client.admin() as admin:
-        admin.create_topics([(cfg.train_topic, 1, 1), (cfg.dlq_topic, 1, 1)])
-    produce(client, cfg.train_topic, train)
-    service = Service(cfg, client=client)
-    service.start()
-    try:
-        while service.train_offsets.get(0, 0) < len(train):
-            service.step()
-    finally:
-        service.close()  # writes the final snapshot
+    apply_training(client, cfg, train)  # closing the trainer writes the snapshot
     return cfg
 
 
@@ -338,7 +327,9 @@ def measure(broker, name: str, train: list[bytes], score: list[bytes], args: arg
 
 def line(run: dict) -> str:
     rate = (f"{run['docs_per_s']:8.0f} docs/s, CPU us/doc {run['cpu_us']:6.1f} + broker {run['broker_cpu_us']:5.1f}, "
-            f"first output after {run['startup_s']:4.1f} s" if "docs_per_s" in run else "no rate (no outputs)")
+            f"first output after {run['startup_s']:4.1f} s" if "docs_per_s" in run
+            else "no rate (the outputs came between two samples: use more --docs)" if run["check"]["outputs"]
+            else "no rate (no outputs)")
     return (f"  round {run['round']} {run['layer']:>8}: {rate} | {run['summary']}"
             + (f" | exited early ({run['exited_early']}): {run.get('log_tail')}" if run["exited_early"] is not None else "")
             + (f" | log: {run['log_tail']}" if "log_tail" in run and run["exited_early"] is None else "")
