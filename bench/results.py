@@ -36,8 +36,8 @@ from typing import Any
 from sgm.consumers.evaluation.measures import relative_error_reduction
 
 from .label_rule import label_rule_lines, run_label_rule
-from .results_merge import MEAN_DATASETS, merge_page
 from .results_choice import CHOICE_SEED, choice_of, choose, run_cv_choice
+from .results_merge import MergeError, check_mergeable, merge_page
 from .results_plan import PLAN, TDM_CANDIDATES, Candidate, Entry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -728,11 +728,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     search = tuple(int(x) for x in args.search.lower().split("x")) if args.search else None
     only = set(args.only.split(",")) if args.only else None
-    if args.merge and (not only or only & MEAN_DATASETS or not Path(args.out).is_file()):
-        why = ("needs --only" if not only else f"{', '.join(sorted(only & MEAN_DATASETS))} feed the page's means: "
-               "regenerate the whole page" if only & MEAN_DATASETS else f"{args.out} does not exist")
-        print(f"python -m bench.results: --merge {why}", file=sys.stderr)
-        return 2
+    if args.merge:
+        try:
+            check_mergeable(only)
+            if not Path(args.out).is_file():
+                raise MergeError(f"{args.out} does not exist: there is no page to merge into")
+        except MergeError as exc:
+            print(f"python -m bench.results: --merge: {exc}", file=sys.stderr)
+            return 2
     runner = Runner(Path(args.work), args.resume)
     started = time.perf_counter()
     results, done = [], {}
@@ -747,8 +750,12 @@ def main(argv: list[str] | None = None) -> int:
         write_page(results, part, runner.step_seconds(), search)
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         out = Path(args.out)
-        out.write_text(merge_page(out.read_text(encoding="utf-8"), part.read_text(encoding="utf-8"), only, when),
-                       encoding="utf-8")
+        try:
+            merged = merge_page(out.read_text(encoding="utf-8"), part.read_text(encoding="utf-8"), only, when)
+        except MergeError as exc:  # the run's outputs stay in --work: a full page can --resume from them
+            print(f"python -m bench.results: --merge: {exc} (the partial page is {part})", file=sys.stderr)
+            return 1
+        out.write_text(merged, encoding="utf-8")
     else:
         write_page(results, Path(args.out), runner.step_seconds(), search)
     print(f"wrote {args.out} ({(time.perf_counter() - started) / 60:.1f} min)", file=sys.stderr)

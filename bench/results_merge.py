@@ -93,11 +93,18 @@ def _index(lines: list[str], heading: str) -> int:
     return lines.index(heading) if heading in lines else len(lines)
 
 
-def merge_page(old: str, new: str, datasets: set[str], when: str) -> str:
-    """``old`` with the parts of ``datasets`` taken from ``new`` (a page of those datasets only)."""
+def check_mergeable(datasets: set[str] | None) -> None:
+    """Raise :class:`MergeError` unless a rerun of ``datasets`` alone can be merged into the page."""
+    if not datasets:
+        raise MergeError("needs --only: the datasets to rerun")
     refused = sorted(set(datasets) & MEAN_DATASETS)
     if refused:
         raise MergeError(f"{', '.join(refused)} feed the page's means: regenerate the whole page")
+
+
+def merge_page(old: str, new: str, datasets: set[str], when: str) -> str:
+    """``old`` with the parts of ``datasets`` taken from ``new`` (a page of those datasets only)."""
+    check_mergeable(datasets)
     page, part = old.splitlines(), new.splitlines()
     # the per-dataset sections, replaced whole
     sections = _sections(page)

@@ -70,6 +70,8 @@ from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client
 
 PARTITIONS = 4
 MAX_POLL_RECORDS = 2000  # the service's batch in this benchmark; the relay ceiling polls the same
+#: The model the service benchmarks train (service_layers.py too).
+MODEL, PARAMS = "uc_pd_jm_dp", {"beta": 0.3, "mu": 50.0, "delta": 0.5, "ups": 0.2}
 
 
 def generated(n_train: int, n_score: int, seed: int) -> tuple[list[bytes], list[bytes]]:
@@ -339,7 +341,7 @@ def training_run(kind: str, bootstrap: str, train: list[bytes]) -> dict:
         cfg = ServiceConfig(bootstrap_servers=bootstrap, client=kind, role="trainer", train_topic=f"{name}-train",
                             score_topic=f"{name}-score", output_topic=f"{name}-out", dlq_topic=f"{name}-dlq",
                             group=f"{name}-g", state_dir=state_dir, metrics_address="",
-                            model="uc_pd_jm_dp", param={"beta": 0.3, "mu": 50.0, "delta": 0.5, "ups": 0.2},
+                            model=MODEL, param=PARAMS,
                             max_poll_records=MAX_POLL_RECORDS, snapshot_every_records=10**12,
                             snapshot_every_seconds=10**9)
         wall, cpu, learned = apply_training(client, cfg, train)

@@ -59,8 +59,8 @@ from sgm.consumers.config import ServiceConfig
 from sgm.stream.broker import EmbeddedBroker, free_port
 from sgm.stream.kafka import KafkaConfig, TopicPartition, open_client
 
-from .service_bench import (MAX_POLL_RECORDS, PARTITIONS, apply_training, data_path, dataset_records, generated,
-                            produce, read_outputs, relay_ceiling, serve_process, stage_us_per_doc)
+from .service_bench import (MAX_POLL_RECORDS, MODEL, PARAMS, PARTITIONS, apply_training, data_path, dataset_records,
+                            generated, produce, read_outputs, relay_ceiling, serve_process, stage_us_per_doc)
 
 LAYERS = ("service", "quix", "faust")
 #: The import each peer layer needs, and the package that provides it.
@@ -70,7 +70,6 @@ PEER_PACKAGES = {"quix": ("quixstreams", "quixstreams"), "faust": ("faust", "fau
 #: (tests/test_field_faults.py, test_2_..., 3 runs in a row; 2.16.1: 0 of 3). Each layer runs its own client.
 INSTALL = ("python3.11 -m venv .venv-peers && .venv-peers/bin/pip install -e '.[service-peers]', "
            "then --peer-python .venv-peers/bin/python")
-MODEL, PARAMS = "uc_pd_jm_dp", {"beta": 0.3, "mu": 50.0, "delta": 0.5, "ups": 0.2}
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
