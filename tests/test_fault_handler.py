@@ -8,7 +8,10 @@ cannot be caused on purpose without crashing the test's own process.
 """
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import time
 
 from sgm.stream.broker import free_port
@@ -36,3 +39,14 @@ def test_a_segfault_in_sgm_serve_prints_the_signal_and_the_stacks(tmp_path):
     stderr = log.read_text()
     assert "Fatal Python error: Segmentation fault" in stderr
     assert "consumers/commands/serve.py" in stderr  # the main thread's stack, down to the command
+
+
+def test_sgm_serve_with_stderr_closed_still_ends_in_its_one_line_and_exit_2(tmp_path):
+    # fd 2 closed (`sgm serve 2>&-`): Python sets sys.stderr to None and faulthandler.enable() raised RuntimeError,
+    # so the start-up error became exit 1 with nothing said; print() then falls back to stdout
+    done = subprocess.run([sys.executable, "-m", "sgm.consumers.cli", "serve", "--bootstrap-servers",
+                           f"127.0.0.1:{free_port()}", "--connect-timeout", "1", "--state-dir", str(tmp_path / "s"),
+                           "--metrics-address", "127.0.0.1:0"], stdout=subprocess.PIPE, preexec_fn=lambda: os.close(2),
+                          timeout=120)
+    assert done.returncode == 2
+    assert b"sgm serve: could not reach Kafka" in done.stdout

@@ -40,8 +40,8 @@ def run(args: argparse.Namespace) -> int:
     # librdkafka's own threads: they block signals, so the kernel ends the process; docs/RELIABILITY.md.)
     try:
         faulthandler.enable(all_threads=True)
-    except (OSError, ValueError, AttributeError):  # stderr is no file (a caller's stream object): nowhere to write
-        pass
+    except (OSError, ValueError, AttributeError, RuntimeError):  # stderr is no file (a caller's stream object)
+        pass  # or closed (`2>&-`: sys.stderr is None): nowhere to write a fault
     settings = cfg.redacted()
     try:  # the model the preset / --config file / flags resolve to, not the "model" setting's default
         settings["model"] = cfg.model_config()["model"]
