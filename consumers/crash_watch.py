@@ -61,10 +61,12 @@ def describe_status(status: int | None) -> str:
 
 
 def zombie_status(pid: int, wait: float = 0.5) -> int | None:
-    """The exit status of the dead process ``pid`` (field 52 of /proc/PID/stat, Linux >= 3.5), or None.
+    """The exit status of the dying or dead process ``pid`` (field 52 of /proc/PID/stat, Linux >= 3.5), or None.
 
-    The pipe ends before the process is a zombie (its files close first), so this waits for the
-    zombie state a little; None when the process was reaped (gone) or never became one in time.
+    The kernel sets it as the process starts to exit, before its files close (which ends the pipe),
+    so it is read at once: the parent may reap the process (and /proc/PID with it) any moment after.
+    A status of 0 is only believed from a zombie (a process still running shows 0 too). None when the
+    process is gone or shows no status within ``wait`` seconds.
     """
     deadline = time.monotonic() + wait
     while True:
@@ -73,7 +75,7 @@ def zombie_status(pid: int, wait: float = 0.5) -> int | None:
                 fields = f.read().rsplit(b")", 1)[1].split()  # after the command name, which may hold spaces
         except (OSError, IndexError):
             return None
-        if fields and fields[0] == b"Z" and len(fields) > 49:
+        if len(fields) > 49 and (fields[49] != b"0" or fields[0] == b"Z"):
             return int(fields[49])
         if time.monotonic() >= deadline:
             return None
