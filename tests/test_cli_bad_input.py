@@ -90,6 +90,11 @@ def test_one_line_errors(tmp_path, capsys):
         (["learn", *memory_args(name), "--label", "x", str(tmp_path / "empty")], 1, "no documents found in"),
         (["learn", *memory_args(name), str(tmp_path / "a.txt")], 1, "unlabelled: "),
         (["learn", *memory_args(name)], 2, "give files or folders"),
+        # a mistyped path: said at once, not after --connect-timeout waiting for a broker that is not there
+        (["learn", "--bootstrap-servers", "127.0.0.1:9", "--connect-timeout", "30", "--label", "x",
+          str(tmp_path / "a.tx")], 2, f"sgm learn: no such file or folder: '{tmp_path / 'a.tx'}'"),
+        (["score", "--bootstrap-servers", "127.0.0.1:9", "--connect-timeout", "30", str(tmp_path / "nope"),
+          str(tmp_path / "nor")], 2, "sgm score: no such file or folder: "),
         (["forget", *memory_args(name)], 2, "give ids"),
         (["score", "--state-dir", str(tmp_path / "nowhere"), str(tmp_path / "a.txt")], 2, "no state directory"),
         (["score", "--state-dir", str(tmp_path / "empty"), str(tmp_path / "a.txt")], 2, "no snapshot in"),

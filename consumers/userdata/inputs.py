@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Iterator
 
@@ -59,6 +60,10 @@ def checked_inputs(command: str, args: argparse.Namespace) -> tuple[str, ...] | 
         return None
     if not args.paths:
         print(f"sgm {command}: give files or folders to {command} (sgm {command} --help)", file=sys.stderr)
+        return None
+    if not any(os.path.lexists(path) for path in args.paths):  # a typo: say so before waiting for a broker
+        named = ", ".join(repr(str(path)) for path in args.paths[:3]) + (", ..." if len(args.paths) > 3 else "")
+        print(f"sgm {command}: no such file or folder: {named}", file=sys.stderr)
         return None
     return labels
 
