@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         status = int(importlib.import_module(args._module).run(args) or 0)
         sys.stdout.flush()  # a write error of the last buffered output surfaces here, not as a message at exit
         return status
+    except KeyboardInterrupt:  # Ctrl-C (sgm serve and sgm broker handle SIGINT themselves: a graceful stop)
+        print(f"sgm {args.command}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader left (`sgm score ... | head`): stop quietly, as other tools do
         _drop_stdout()
         return 1

@@ -307,6 +307,9 @@ class EmbeddedBroker:
                 stderr=subprocess.STDOUT,
                 env=env,
                 preexec_fn=_die_with_parent if self._die_with_parent and os.name == "posix" else None,
+                # its own session: a terminal's Ctrl-C goes to the process that owns the broker, which stops it
+                # after its clients (in the terminal's group it died first, and every client logged errors)
+                start_new_session=True,
             )
         self._port = port
         deadline = time.monotonic() + self._startup_timeout

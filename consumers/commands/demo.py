@@ -11,6 +11,7 @@ prequential. Prints live progress and a summary, then stops by itself.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import tempfile
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if ready.compiled:
         print(f"sgm demo: kernels compiled in {ready.seconds:.1f} s", flush=True)
     print("sgm demo: starting an embedded Kafka-compatible broker (Tansu) ...", flush=True)
-    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as scratch:
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as scratch, contextlib.ExitStack() as running:
         servers = broker.bootstrap_servers
         cfg = ServiceConfig(
             bootstrap_servers=servers, client=args.client, role="all", state_dir=args.state_dir or scratch,
@@ -90,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
 
         thread = threading.Thread(target=serve, name="sgm-service", daemon=True)
         thread.start()
+        # on any way out (Ctrl-C included) the service stops first, then the scratch folder and the broker go
+        running.callback(lambda: (stop.set(), thread.join(60)))
         service.started.wait(60)
         if failure:
             raise failure[0]
