@@ -34,6 +34,8 @@ import sys
 import time
 
 DONE = b"done"
+#: The words every watcher line holds (what a log search or the chaos audit looks for).
+DEATH_LINE = "ended without shutting down"
 
 _WHY = {
     signal.SIGSEGV: "a crash in native code",
@@ -94,7 +96,7 @@ def watch(pid: int, prog: str, read_fd: int = 0) -> int:
         seen += chunk
     if DONE in seen:
         return 0
-    line = (f"{prog}: the process (pid {pid}) ended without shutting down: {describe_status(zombie_status(pid))}; "
+    line = (f"{prog}: the process (pid {pid}) {DEATH_LINE}: {describe_status(zombie_status(pid))}; "
             'see docs/RELIABILITY.md ("Crashes")\n')
     try:
         sys.stderr.write(line)

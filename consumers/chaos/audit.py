@@ -25,6 +25,10 @@
 ``crashes``
     Processes that exited without being killed by the campaign, or exited
     non-zero on SIGTERM.
+``silent_deaths``
+    Deaths by a signal (the campaign's SIGKILLs, crashes) without the crash
+    watcher's ``ended without shutting down`` line in the process's log
+    (``consumers/crash_watch.py``).
 
 ``ok`` is true when nothing is lost, double counted, unanswered, missing from
 the DLQ or crashed, the checksums match and duplicates are within the bound.
@@ -45,6 +49,7 @@ from sgm.stream.snapshot_store import SnapshotStore
 from ..config import ServiceConfig
 from ..service.event_time import guard_for
 from ..service.training import TrainingEvents, apply_in_log_order
+from ..crash_watch import DEATH_LINE
 from .processes import Supervised
 from .topics import POISON_KEY, Tail
 
@@ -175,12 +180,16 @@ def audit(config, *, client, topics: dict[str, str], processes: list[Supervised]
                 events["training log reset"] += 1
             elif msg == "service started":
                 events["started"] += 1
+        # every death the campaign caused (SIGKILL) or saw (a signal) must be said by the process's crash watcher
+        info["deaths"] = proc.kills + sum(1 for crash in proc.crashes if (crash["returncode"] or 0) < 0)
+        info["deaths_said"] = proc.log_path.read_text(errors="replace").count(DEATH_LINE)
         info["transport_errors"] = dict(errors)
         info["rescore_events"] = {k: v for k, v in events.items() if k not in ("training log reset", "started")}
         info["training_log_resets"] = events["training log reset"]
         info["service_starts"] = events["started"]
         per_process[proc.name] = info
     crashes = sum(len(p.crashes) for p in processes) + sum(1 for code in exits.values() if code != 0)
+    silent_deaths = sum(max(info["deaths"] - info["deaths_said"], 0) for info in per_process.values())
     with tail.lock:
         outputs = Counter(tail.outputs)
         letters = list(tail.letters)
@@ -217,6 +226,7 @@ def audit(config, *, client, topics: dict[str, str], processes: list[Supervised]
         "dead_letters_unexpected": len(unexpected),
         "dead_letter_duplicates": sum(n - 1 for n in got_letters.values()),
         "crashes": crashes,
+        "silent_deaths": silent_deaths,
         "checksum_match": checksum_match,
         "reference_checksum": ref_checksum,
         "training_records": train_end,
@@ -235,7 +245,8 @@ def audit(config, *, client, topics: dict[str, str], processes: list[Supervised]
         "work_dir": str(work),
         "config": {k: v for k, v in asdict(config).items() if k != "work_dir"},
     }
-    result["ok"] = (lost == 0 and doubled == 0 and unanswered == 0 and crashes == 0 and checksum_match
+    result["ok"] = (lost == 0 and doubled == 0 and unanswered == 0 and crashes == 0 and silent_deaths == 0
+                    and checksum_match
                     and not missing and duplicates <= bound and result["field_faults"]["ok"])
     if tail.error is not None:
         result["ok"] = False

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
             handle.write(json.dumps(result, default=str, indent=2) + "\n")
     say(f"chaos: faults {result['faults']}, lost {result['lost']}, double counted {result['double_counted']}, "
         f"unanswered {result['unanswered']}, bad inputs {result['bad_inputs']} (dead letters missing "
-        f"{result['dead_letters_missing']}), crashes {result['crashes']}, duplicates {result['duplicates']} "
+        f"{result['dead_letters_missing']}), crashes {result['crashes']}, silent deaths {result['silent_deaths']}, duplicates {result['duplicates']} "
         f"<= {result['duplicate_bound']}, field faults {'handled' if result['field_faults']['ok'] else 'NOT handled'}: "
         f"{'OK' if result['ok'] else 'FAILED'}")
     print(line, flush=True)
