@@ -277,6 +277,12 @@ def test_compose_uses_only_compose_spec_keys():
             assert set(service["build"]) <= {"context", "dockerfile", "args", "target"}, name
 
 
+def test_compose_runs_sgm_under_an_init_so_the_crash_watcher_outlives_it():
+    # PID 1's death kills the whole container at once: the watcher could never say how `sgm serve` died
+    for name in ("trainer", "classifier"):
+        assert load_compose()["services"][name].get("init") is True, name
+
+
 def test_compose_kafka_is_a_single_apache_kafka_node_in_kraft_mode():
     kafka = load_compose()["services"]["kafka"]
     assert kafka["image"].startswith("apache/kafka:") and kafka["image"] != "apache/kafka:latest"
