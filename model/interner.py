@@ -7,7 +7,13 @@ asked for (``names``, or any other change), and their name -> id entries when ``
 """
 from __future__ import annotations
 
+import hashlib
+import os
+
 import numpy as np
+
+#: The lineage of an interner built empty (:attr:`Interner.lineage`).
+_EMPTY_LINEAGE = b"empty"
 
 
 class _NameIds(dict):
@@ -29,7 +35,7 @@ class Interner:
     """
 
     __slots__ = ("_ids", "_names", "free", "changes", "version", "_pending", "_pending_count",
-                 "_pending_fresh", "_unindexed", "_unindexed_count")
+                 "_pending_fresh", "_unindexed", "_unindexed_count", "lineage")
 
     def __init__(self, names: list[str | None] | None = None, free: list[int] | None = None) -> None:
         self._ids = _NameIds()
@@ -47,6 +53,12 @@ class Interner:
         self.changes: list[int] | None = None
         #: Bumped by every addition or removal: a result computed at one version holds while it stays.
         self.version = 0
+        #: A digest of every addition (the names, in order) and removal (the id) since the interner was built
+        #: empty: two interners with equal lineages hold the same names at the same ids and the same free ids
+        #: in the same order, so they give the same ids to the same new names (what lets two models of one
+        #: pool share a token pass, :meth:`model.lexicon.TermLexicon.share_pass`). One built from names (a
+        #: snapshot) starts a lineage of its own, equal to no other.
+        self.lineage = _EMPTY_LINEAGE if names is None and free is None else os.urandom(16)
 
     @property
     def ids(self) -> _NameIds:
@@ -129,9 +141,35 @@ class Interner:
             self.names.append(name)
         self.ids[name] = index
         self.version += 1
+        self._trace_names([name])
         if self.changes is not None:
             self._log_change(index)
         return index
+
+    def _trace(self, kind: bytes, *parts: bytes) -> None:
+        """Fold one change into :attr:`lineage`."""
+        digest = hashlib.blake2b(self.lineage, digest_size=16)
+        digest.update(kind)
+        for part in parts:
+            digest.update(len(part).to_bytes(8, "little"))
+            digest.update(part)
+        self.lineage = digest.digest()
+
+    def _trace_names(self, names: list[str]) -> None:
+        """An addition of ``names`` (in order) to :attr:`lineage`: their UTF-8 (``surrogatepass``) bytes and
+        lengths, as :meth:`_trace_encoded` traces the same names given as bytes."""
+        encoded = [name.encode("utf-8", "surrogatepass") for name in names]
+        self._trace(b"add", b"".join(encoded), np.array([len(e) for e in encoded], dtype=np.int64).tobytes())
+
+    def _trace_encoded(self, blob: np.ndarray, bounds: np.ndarray) -> None:
+        lengths = np.ascontiguousarray(bounds[:, 1], dtype=np.int64)
+        starts = bounds[:, 0]
+        ends = np.cumsum(lengths)
+        if len(bounds) and (starts[0] == 0 and np.array_equal(starts[1:], ends[:-1])):
+            joined = np.ascontiguousarray(blob[: int(ends[-1])]).tobytes()  # the names side by side (the lexicon's)
+        else:
+            joined = b"".join(blob[int(a) : int(a) + int(n)].tobytes() for a, n in zip(starts, lengths))
+        self._trace(b"add", joined, lengths.tobytes())
 
     def _log_change(self, index: int) -> None:
         changes = self.changes
@@ -151,6 +189,8 @@ class Interner:
         fresh = range(start, len(names))
         ids.update(zip(new_names, taken))
         ids.update(zip(new_names[len(taken):], fresh))
+        if new_names:
+            self._trace_names(new_names)
         return self._added(taken, fresh)
 
     def _take_freed(self, count: int) -> list[int]:
@@ -192,6 +232,7 @@ class Interner:
         taken = self._take_freed(count)
         start = self.capacity
         if count:
+            self._trace_encoded(blob, bounds)
             # a copy: the tokenizer's blob is a view of a larger scratch buffer, which must not stay alive with it
             self._pending.append((taken, start, blob.copy(), bounds))
             self._pending_count += count
@@ -206,6 +247,7 @@ class Interner:
         self.names[index] = None
         self.free.append(index)
         self.version += 1
+        self._trace(b"remove", int(index).to_bytes(8, "little"))
         if self.changes is not None:
             self._log_change(index)
 
