@@ -167,6 +167,8 @@ class Ensemble(PosteriorPredictions):
         if not (math.isfinite(floor) and floor < 0):
             raise ValueError("floor must be a negative number")
         self.floor = float(floor)
+        for base in self.bases:  # new bases' vocabularies traced, so bases with one tokenizer share its pass
+            base.state.terms.follow_lineage()
 
     # ------------------------------------------------------------ config
     @property

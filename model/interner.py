@@ -8,7 +8,6 @@ asked for (``names``, or any other change), and their name -> id entries when ``
 from __future__ import annotations
 
 import hashlib
-import os
 
 import numpy as np
 
@@ -53,12 +52,26 @@ class Interner:
         self.changes: list[int] | None = None
         #: Bumped by every addition or removal: a result computed at one version holds while it stays.
         self.version = 0
-        #: A digest of every addition (the names, in order) and removal (the id) since the interner was built
-        #: empty: two interners with equal lineages hold the same names at the same ids and the same free ids
-        #: in the same order, so they give the same ids to the same new names (what lets two models of one
-        #: pool share a token pass, :meth:`model.lexicon.TermLexicon.share_pass`). One built from names (a
-        #: snapshot) starts a lineage of its own, equal to no other.
-        self.lineage = _EMPTY_LINEAGE if names is None and free is None else os.urandom(16)
+        #: Once followed (:meth:`follow_lineage`): a digest of what the interner held then and of every addition
+        #: (the names, in order) and removal (the id) since: two interners with equal lineages hold the same names
+        #: at the same ids and the same free ids in the same order, so they give the same ids to the same new
+        #: names (what lets two models of one pool share a token pass, :meth:`model.lexicon.TermLexicon.share_pass`).
+        #: ``None``: not followed (the default: a model alone pays nothing for it), equal to nothing.
+        self.lineage: bytes | None = None
+
+    def follow_lineage(self) -> None:
+        """Start :attr:`lineage` (a pool does, for its bases): from the empty interner's when it never held a name,
+        else from a digest of its names by id and its free ids in order (O(names), once: e.g. a restored pool)."""
+        if self.lineage is not None:
+            return
+        if self.version == 0 and not self._names and not self._pending and not self.free:
+            self.lineage = _EMPTY_LINEAGE
+            return
+        names = self.names
+        held = [b"" if name is None else name.encode("utf-8", "surrogatepass") for name in names]
+        self.lineage = _EMPTY_LINEAGE
+        self._trace(b"held", b"".join(held), np.array([len(h) for h in held], dtype=np.int64).tobytes(),
+                    bytes(name is not None for name in names), np.array(self.free, dtype=np.int64).tobytes())
 
     @property
     def ids(self) -> _NameIds:
@@ -141,7 +154,8 @@ class Interner:
             self.names.append(name)
         self.ids[name] = index
         self.version += 1
-        self._trace_names([name])
+        if self.lineage is not None:
+            self._trace_names([name])
         if self.changes is not None:
             self._log_change(index)
         return index
@@ -156,20 +170,16 @@ class Interner:
         self.lineage = digest.digest()
 
     def _trace_names(self, names: list[str]) -> None:
-        """An addition of ``names`` (in order) to :attr:`lineage`: their UTF-8 (``surrogatepass``) bytes and
-        lengths, as :meth:`_trace_encoded` traces the same names given as bytes."""
+        """An addition of ``names`` (in order) to :attr:`lineage`, as :meth:`_trace_encoded` traces the same names
+        given side by side as UTF-8 (``surrogatepass``) bytes."""
         encoded = [name.encode("utf-8", "surrogatepass") for name in names]
-        self._trace(b"add", b"".join(encoded), np.array([len(e) for e in encoded], dtype=np.int64).tobytes())
+        lengths = np.array([len(e) for e in encoded], dtype=np.int64)
+        self._trace(b"add", b"".join(encoded), np.stack([np.cumsum(lengths) - lengths, lengths], axis=1).tobytes())
 
     def _trace_encoded(self, blob: np.ndarray, bounds: np.ndarray) -> None:
-        lengths = np.ascontiguousarray(bounds[:, 1], dtype=np.int64)
-        starts = bounds[:, 0]
-        ends = np.cumsum(lengths)
-        if len(bounds) and (starts[0] == 0 and np.array_equal(starts[1:], ends[:-1])):
-            joined = np.ascontiguousarray(blob[: int(ends[-1])]).tobytes()  # the names side by side (the lexicon's)
-        else:
-            joined = b"".join(blob[int(a) : int(a) + int(n)].tobytes() for a, n in zip(starts, lengths))
-        self._trace(b"add", joined, lengths.tobytes())
+        """An addition of the names ``bounds`` cut from ``blob``: the bytes and the bounds as they are (the same
+        names laid out otherwise give another lineage, which only refuses a share)."""
+        self._trace(b"add", np.ascontiguousarray(blob).tobytes(), np.ascontiguousarray(bounds, dtype=np.int64).tobytes())
 
     def _log_change(self, index: int) -> None:
         changes = self.changes
@@ -189,7 +199,7 @@ class Interner:
         fresh = range(start, len(names))
         ids.update(zip(new_names, taken))
         ids.update(zip(new_names[len(taken):], fresh))
-        if new_names:
+        if new_names and self.lineage is not None:
             self._trace_names(new_names)
         return self._added(taken, fresh)
 
@@ -232,7 +242,8 @@ class Interner:
         taken = self._take_freed(count)
         start = self.capacity
         if count:
-            self._trace_encoded(blob, bounds)
+            if self.lineage is not None:
+                self._trace_encoded(blob, bounds)
             # a copy: the tokenizer's blob is a view of a larger scratch buffer, which must not stay alive with it
             self._pending.append((taken, start, blob.copy(), bounds))
             self._pending_count += count
@@ -247,7 +258,8 @@ class Interner:
         self.names[index] = None
         self.free.append(index)
         self.version += 1
-        self._trace(b"remove", int(index).to_bytes(8, "little"))
+        if self.lineage is not None:
+            self._trace(b"remove", int(index).to_bytes(8, "little"))
         if self.changes is not None:
             self._log_change(index)
 

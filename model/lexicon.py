@@ -628,7 +628,8 @@ class TermLexicon:
         """Give ``other`` (another model's lexicon) the pass of ``text`` this one remembers (:meth:`known_terms`),
         as its own remembered pass, when that is the pass ``other`` would make: the same text object and
         tokenizer, this pass still valid (its interner unchanged since), and the two interners in lockstep
-        (:attr:`model.interner.Interner.lineage` equal: the same names at the same ids, the same free ids).
+        (:attr:`model.interner.Interner.lineage` followed by both and equal: the same names at the same ids, the
+        same free ids).
         ``other`` gets copies (a learn writes the new terms' ids into the arrays, and a state may keep them: two
         models' must not alias). Whether it was given.
 
@@ -638,6 +639,7 @@ class TermLexicon:
         >>> from sgm.model.interner import Interner
         >>> first, second = Interner(), Interner()
         >>> for vocabulary in (first, second):
+        ...     vocabulary.follow_lineage()
         ...     _ = vocabulary.add("spam")
         >>> lexicon, other, text = TermLexicon(first), TermLexicon(second), "spam and eggs"
         >>> _ = lexicon.known_terms([text], Tokenizer())
@@ -649,7 +651,7 @@ class TermLexicon:
         """
         last = self._last
         if (last is None or last[0] is not text or last[1] != tokenizer or last[2] != self.interner.version
-                or other.interner.lineage != self.interner.lineage):
+                or self.interner.lineage is None or other.interner.lineage != self.interner.lineage):
             return False
         other._last = (text, tokenizer, other.interner.version, tuple(array.copy() for array in last[3]))
         return True

@@ -147,24 +147,50 @@ def test_the_pass_is_shared_in_lockstep_and_refused_out_of_it():
 def test_lineage_follows_the_changes_not_the_way_they_came():
     """Equal histories (the same additions and removals, call by call) give equal lineages, whether the names
     came as strings or bytes; a different name, order or removal gives another (and so may the same names added
-    in other calls: that only refuses a share); an interner built from names (a snapshot) has its own."""
-    a, b, c = Interner(), Interner(), Interner()
+    in other calls: that only refuses a share); an interner not followed has none, one followed after it held
+    names (a restored pool's) starts from a digest of what it holds."""
+    a, b, c, single, d, e = (Interner() for _ in range(6))
+    for interner in (a, b, c, single, d, e):
+        interner.follow_lineage()
     a.add_new(["spam", "eggs"])
     blob = np.frombuffer(b"spameggs", dtype=np.uint8)
     b.add_new_encoded(blob, np.array([[0, 4], [4, 4]]))
     assert a.lineage == b.lineage
     c.add("spam"), c.add("eggs")
-    single = Interner()
     single.add_new(["spam"]), single.add_new_encoded(blob[4:], np.array([[0, 4]]))
     assert c.lineage == single.lineage
-    assert Interner().lineage == Interner().lineage
-    d = Interner()
     d.add_new(["eggs", "spam"])
     assert d.lineage != a.lineage
-    e = Interner()
     e.add_new_encoded(blob, np.array([[0, 3], [3, 5]]))  # "spa", "meggs": the same bytes, other names
     assert e.lineage != a.lineage
     a.remove(0), a.remove(1)
     b.remove(1), b.remove(0)  # the same names left, but ids freed in another order: the next ids differ
     assert a.lineage != b.lineage and a.add("ham") != b.add("ham")
-    assert Interner(["spam"]).lineage != Interner(["spam"]).lineage
+    alone = Interner()
+    alone.add("spam")  # a model alone: not followed
+    assert alone.lineage is None
+    # followed from what it holds (a restored pool): equal contents, equal lineages; then as any other
+    restored, again, other = Interner(["spam", None, "eggs"], [1]), Interner(["spam", None, "eggs"], [1]), \
+        Interner(["spam", "eggs"])
+    for interner in (restored, again, other, alone):
+        interner.follow_lineage()
+    assert restored.lineage == again.lineage != other.lineage
+    assert alone.lineage not in (None, restored.lineage, a.lineage)
+    restored.add("ham"), again.add_new(["ham"])
+    assert restored.lineage == again.lineage and restored.ids["ham"] == again.ids["ham"] == 1
+
+
+def test_a_restored_pool_shares_again_and_a_model_alone_traces_nothing():
+    ensemble = Ensemble([MNB("uc_pd_jm_dp_ps", tokenizer=Tokenizer(ngrams=2)),
+                         TDM("tdm_uc_jm_dp_kpd_kdp", kdelta=1.0, tokenizer=Tokenizer(ngrams=2))], [0.5, 0.5])
+    ensemble.learn_one("cheap pills now", ["spam"], id="a")
+    ensemble.learn_one("monday team lunch", ["ham"], id="b")
+    restored = Ensemble.from_bytes(ensemble.to_bytes())
+    assert restored.bases[0].state.terms.lineage == restored.bases[1].state.terms.lineage is not None
+    with counting_shares() as counts:
+        restored.learn_one("cheap lunch", ["spam"], id="c")  # (the lexicons are built by the first learn)
+        restored.predict_log_proba_many(["cheap team now"])
+    assert counts == [0, 1]
+    alone = MNB("uc_pd_jm_dp_ps")
+    alone.learn_one("cheap pills now", ["spam"], id="a")
+    assert alone.state.terms.lineage is None
