@@ -121,10 +121,10 @@ class DenseReference:
         model._build_document_weights(np.flatnonzero(nodes.post_fill))
         v_rows, v_cols, v_vals = [], [], []
         for term in np.flatnonzero(nodes.cache_len).tolist():
-            start, size = int(nodes.cache_start[term]), int(nodes.cache_len[term])
-            v_rows.append(np.full(size, term))
-            v_cols.append(position[nodes.cache_node[start : start + size]])
-            v_vals.append(nodes.cache_weight[start : start + size])
+            term_nodes, term_weights = nodes.cached_postings(term)
+            v_rows.append(np.full(len(term_nodes), term))
+            v_cols.append(position[term_nodes])
+            v_vals.append(term_weights)
         self.corrections = sparse.csr_matrix((np.concatenate(v_vals), (np.concatenate(v_rows), np.concatenate(v_cols))),
                                              shape=(n_terms, len(order)))
         # the label level: C(l, n) summed from the documents, p_l(n) = a_l (p_b(n) + (C - D) / (mu + D(l)))

@@ -515,6 +515,11 @@ class GenerativeTextModel(PosteriorPredictions):
         """The family's score caches (posting weights and the like) for :meth:`cache_bytes`."""
         return []
 
+    def built_lexicon(self) -> TermLexicon | None:
+        """:meth:`term_lexicon` when it is built and follows the vocabulary, else ``None`` (building none)."""
+        lexicon = self._lexicon
+        return lexicon if lexicon is not None and lexicon.interner is self.state.terms else None
+
     def term_lexicon(self) -> TermLexicon:
         """The compiled lookup table of the vocabulary (built on first use, then kept in step)."""
         if self._lexicon is None or self._lexicon.interner is not self.state.terms:

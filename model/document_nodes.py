@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from .arrays import distinct_sorted, grow
-from .loops.node_postings import append_runs, release_unfit, store_cached, store_cached_zeros
+from .loops.node_postings import append_runs, mark_zero_weights, release_unfit, store_cached, store_cached_zeros
 from .smoothing import Smoothing, log_smoothing_weight
 from .state import CountState, DocRecord
 
@@ -94,7 +94,8 @@ class DocumentNodes:
         self.live_postings = 0
         # derived: posting weights v per term (valid for one state epoch) in one flat cache that the
         # compiled scoring loop reads (term t: nodes and weights at cache_start[t], cache_len[t] of them,
-        # nodes ascending), each term's largest weight (its bound), and the label groups
+        # nodes ascending; cache_len[t] > cache_cap[t]: weights all +0.0, nodes not copied, store_zero_weights),
+        # each term's largest weight (its bound), and the label groups
         self.weight_epoch = np.full(0, -1, dtype=np.int64)
         self.cache_start = np.zeros(0, dtype=np.int64)
         self.cache_len = np.zeros(0, dtype=np.int64)
@@ -422,21 +423,50 @@ class DocumentNodes:
         self.weights_recomputed += len(terms)
 
     def store_zero_weights(self, terms: np.ndarray, fills: np.ndarray, epoch: int) -> None:
-        """:meth:`store_weights` of weights that are all ``+0.0`` (a kernel that keeps nothing), the postings'
-        nodes copied from the arena (``fills`` = the terms' posting counts, no dead postings left)."""
+        """:meth:`store_weights` of weights that are all ``+0.0`` (a kernel that keeps nothing; ``fills`` = the
+        terms' posting counts, no dead postings left), without the copy: each term's postings are counted
+        (``cache_len``, which the scoring loop's choice of the node pass reads) and its bound set to 0, but its
+        nodes stay in the posting arena (``cache_len > cache_cap``, :meth:`uncopied`). The scoring loop reads no
+        posting of a document whose every weight is 0; a document that also holds a weighted term has the
+        uncopied terms copied first (:meth:`copy_uncopied`): what it reads is then what the copy would have held.
+        The arena's first ``cache_len`` postings of such a term are those nodes until it is stale again: every
+        change of a term's postings (an append, dropping dead postings, a cleared or renumbered term) marks its
+        weights stale, and repacking the arena keeps each term's postings in order."""
         term_array = np.asarray(terms, dtype=np.int64)
-        fills = np.asarray(fills, dtype=np.int64)
-        released, total = release_unfit(term_array, fills, epoch, self.weight_epoch, self.cache_cap)
+        released = mark_zero_weights(term_array, np.asarray(fills, dtype=np.int64), epoch, self.weight_epoch,
+                                     self.cache_len, self.cache_cap, self.term_bound)
         self.cache_live -= int(released)
-        self._reserve_cache(int(total))
+        self.weights_recomputed += len(term_array)
+
+    def uncopied(self, terms: np.ndarray) -> np.ndarray:
+        """Which of ``terms`` (ids below the term tables' size) hold zero weights not copied (:meth:`store_zero_weights`)."""
+        return self.cache_len[terms] > self.cache_cap[terms]
+
+    def copy_uncopied(self, terms: np.ndarray) -> None:
+        """Copy the nodes (with weights +0.0) of the uncopied ``terms`` (distinct) into the weight cache: what
+        :meth:`store_zero_weights` stood for, from the same arena postings."""
+        term_array = np.asarray(terms, dtype=np.int64)
+        fills = self.cache_len[term_array]
+        total = int((fills + fills // 4 + 2).sum())
+        self._reserve_cache(total)
         self.cache_used = int(store_cached_zeros(term_array, fills, self.post_start, self.post_node, self.cache_used,
                                                  self.cache_start, self.cache_len, self.cache_cap, self.cache_node,
                                                  self.cache_weight, self.term_bound))
-        self.cache_live += int(total)
-        self.weights_recomputed += len(term_array)
+        self.cache_live += total
+
+    def cached_postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+        """The nodes (ascending) and weights ``v_i(n)`` of ``term`` as scoring reads them (for tests and benches;
+        valid while ``weight_epoch[term]`` is the state's epoch): its cached region, or for uncopied zero weights
+        the arena's postings with weights +0.0."""
+        size = int(self.cache_len[term])
+        if size > self.cache_cap[term]:
+            start = int(self.post_start[term])
+            return self.post_node[start : start + size].copy(), np.zeros(size)
+        start = int(self.cache_start[term])
+        return self.cache_node[start : start + size], self.cache_weight[start : start + size]
 
     def _release_cached(self, term: int) -> None:
-        if term < len(self.cache_cap) and self.cache_cap[term]:
+        if term < len(self.cache_cap) and (self.cache_cap[term] or self.cache_len[term]):  # len: uncopied zeros
             self.cache_live -= int(self.cache_cap[term])
             self.cache_len[term] = self.cache_cap[term] = 0
             self.term_bound[term] = 0.0
@@ -444,7 +474,7 @@ class DocumentNodes:
     def _release_cached_many(self, terms: np.ndarray) -> None:
         """:meth:`_release_cached` of every term of ``terms`` (repeats allowed), in a few array operations."""
         inside = terms[terms < len(self.cache_cap)]
-        held = distinct_sorted(inside[self.cache_cap[inside] != 0])
+        held = distinct_sorted(inside[(self.cache_cap[inside] != 0) | (self.cache_len[inside] != 0)])
         if len(held):
             self.cache_live -= int(self.cache_cap[held].sum())
             self.cache_len[held] = self.cache_cap[held] = 0

@@ -167,6 +167,8 @@ class Ensemble(PosteriorPredictions):
         if not (math.isfinite(floor) and floor < 0):
             raise ValueError("floor must be a negative number")
         self.floor = float(floor)
+        for base in self.bases:  # new bases' vocabularies traced, so bases with one tokenizer share its pass
+            base.state.terms.follow_lineage()
 
     # ------------------------------------------------------------ config
     @property
@@ -288,7 +290,10 @@ class Ensemble(PosteriorPredictions):
         out = np.empty((len(self.bases), len(docs), len(classes)))
         out[0] = first
         column = {c: i for i, c in enumerate(classes)}
+        text = docs[0] if len(docs) == 1 and type(docs[0]) is str else None
         for j, base in enumerate(self.bases[1:], start=1):
+            if text is not None:
+                self._share_token_pass(text, j)
             names, lp = base.predict_log_proba_many(docs)
             if names == classes:
                 out[j] = lp
@@ -298,6 +303,22 @@ class Ensemble(PosteriorPredictions):
         # -inf become the floor (fmax), +inf the largest float (as nan_to_num makes it)
         floored = np.fmax(out, self.floor, out=out)
         return classes, np.minimum(floored, _LARGEST, out=floored)
+
+    def _share_token_pass(self, text: str, j: int) -> None:
+        """Before base ``j`` scores ``text`` (alone): hand it the token pass an earlier base with the same tokenizer
+        remembers, when their vocabularies are in lockstep (:meth:`model.lexicon.TermLexicon.share_pass`; the
+        pass it would make itself, then reused by its learn as its own). One pass per tokenizer instead of one
+        per base; a base whose lexicon is not built yet (its first text, or one that scores without it) is left
+        to its own."""
+        base = self.bases[j]
+        lexicon = base.built_lexicon()
+        if lexicon is None:
+            return
+        for earlier in self.bases[:j]:
+            source = earlier.built_lexicon()
+            if source is not None and earlier.tokenizer == base.tokenizer and source.share_pass(text, base.tokenizer,
+                                                                                                 lexicon):
+                return
 
     def lengths(self, docs: Sequence) -> np.ndarray:
         """The length meta-feature's input: word tokens of a text, the count sum of a mapping or message.

@@ -7,7 +7,12 @@ asked for (``names``, or any other change), and their name -> id entries when ``
 """
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
+
+#: The lineage of an interner built empty (:attr:`Interner.lineage`).
+_EMPTY_LINEAGE = b"empty"
 
 
 class _NameIds(dict):
@@ -29,7 +34,7 @@ class Interner:
     """
 
     __slots__ = ("_ids", "_names", "free", "changes", "version", "_pending", "_pending_count",
-                 "_pending_fresh", "_unindexed", "_unindexed_count")
+                 "_pending_fresh", "_unindexed", "_unindexed_count", "lineage")
 
     def __init__(self, names: list[str | None] | None = None, free: list[int] | None = None) -> None:
         self._ids = _NameIds()
@@ -47,6 +52,26 @@ class Interner:
         self.changes: list[int] | None = None
         #: Bumped by every addition or removal: a result computed at one version holds while it stays.
         self.version = 0
+        #: Once followed (:meth:`follow_lineage`): a digest of what the interner held then and of every addition
+        #: (the names, in order) and removal (the id) since: two interners with equal lineages hold the same names
+        #: at the same ids and the same free ids in the same order, so they give the same ids to the same new
+        #: names (what lets two models of one pool share a token pass, :meth:`model.lexicon.TermLexicon.share_pass`).
+        #: ``None``: not followed (the default: a model alone pays nothing for it), equal to nothing.
+        self.lineage: bytes | None = None
+
+    def follow_lineage(self) -> None:
+        """Start :attr:`lineage` (a pool does, for its bases): from the empty interner's when it never held a name,
+        else from a digest of its names by id and its free ids in order (O(names), once: e.g. a restored pool)."""
+        if self.lineage is not None:
+            return
+        if self.version == 0 and not self._names and not self._pending and not self.free:
+            self.lineage = _EMPTY_LINEAGE
+            return
+        names = self.names
+        held = [b"" if name is None else name.encode("utf-8", "surrogatepass") for name in names]
+        self.lineage = _EMPTY_LINEAGE
+        self._trace(b"held", b"".join(held), np.array([len(h) for h in held], dtype=np.int64).tobytes(),
+                    bytes(name is not None for name in names), np.array(self.free, dtype=np.int64).tobytes())
 
     @property
     def ids(self) -> _NameIds:
@@ -129,9 +154,32 @@ class Interner:
             self.names.append(name)
         self.ids[name] = index
         self.version += 1
+        if self.lineage is not None:
+            self._trace_names([name])
         if self.changes is not None:
             self._log_change(index)
         return index
+
+    def _trace(self, kind: bytes, *parts: bytes) -> None:
+        """Fold one change into :attr:`lineage`."""
+        digest = hashlib.blake2b(self.lineage, digest_size=16)
+        digest.update(kind)
+        for part in parts:
+            digest.update(len(part).to_bytes(8, "little"))
+            digest.update(part)
+        self.lineage = digest.digest()
+
+    def _trace_names(self, names: list[str]) -> None:
+        """An addition of ``names`` (in order) to :attr:`lineage`, as :meth:`_trace_encoded` traces the same names
+        given side by side as UTF-8 (``surrogatepass``) bytes."""
+        encoded = [name.encode("utf-8", "surrogatepass") for name in names]
+        lengths = np.array([len(e) for e in encoded], dtype=np.int64)
+        self._trace(b"add", b"".join(encoded), np.stack([np.cumsum(lengths) - lengths, lengths], axis=1).tobytes())
+
+    def _trace_encoded(self, blob: np.ndarray, bounds: np.ndarray) -> None:
+        """An addition of the names ``bounds`` cut from ``blob``: the bytes and the bounds as they are (the same
+        names laid out otherwise give another lineage, which only refuses a share)."""
+        self._trace(b"add", np.ascontiguousarray(blob).tobytes(), np.ascontiguousarray(bounds, dtype=np.int64).tobytes())
 
     def _log_change(self, index: int) -> None:
         changes = self.changes
@@ -151,6 +199,8 @@ class Interner:
         fresh = range(start, len(names))
         ids.update(zip(new_names, taken))
         ids.update(zip(new_names[len(taken):], fresh))
+        if new_names and self.lineage is not None:
+            self._trace_names(new_names)
         return self._added(taken, fresh)
 
     def _take_freed(self, count: int) -> list[int]:
@@ -192,6 +242,8 @@ class Interner:
         taken = self._take_freed(count)
         start = self.capacity
         if count:
+            if self.lineage is not None:
+                self._trace_encoded(blob, bounds)
             # a copy: the tokenizer's blob is a view of a larger scratch buffer, which must not stay alive with it
             self._pending.append((taken, start, blob.copy(), bounds))
             self._pending_count += count
@@ -206,6 +258,8 @@ class Interner:
         self.names[index] = None
         self.free.append(index)
         self.version += 1
+        if self.lineage is not None:
+            self._trace(b"remove", int(index).to_bytes(8, "little"))
         if self.changes is not None:
             self._log_change(index)
 

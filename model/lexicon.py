@@ -624,6 +624,38 @@ class TermLexicon:
             return None
         return int(last[3][2].sum())  # counts are whole numbers: the sum is exact
 
+    def share_pass(self, text: str, tokenizer: Tokenizer, other: "TermLexicon") -> bool:
+        """Give ``other`` (another model's lexicon) the pass of ``text`` this one remembers (:meth:`known_terms`),
+        as its own remembered pass, when that is the pass ``other`` would make: the same text object and
+        tokenizer, this pass still valid (its interner unchanged since), and the two interners in lockstep
+        (:attr:`model.interner.Interner.lineage` followed by both and equal: the same names at the same ids, the
+        same free ids).
+        ``other`` gets copies (a learn writes the new terms' ids into the arrays, and a state may keep them: two
+        models' must not alias). Whether it was given.
+
+        A pool's bases with one tokenizer learn the same documents: their vocabularies stay in lockstep unless
+        one drops terms the other keeps (pruning, a memory bound) or was restored on its own.
+
+        >>> from sgm.model.interner import Interner
+        >>> first, second = Interner(), Interner()
+        >>> for vocabulary in (first, second):
+        ...     vocabulary.follow_lineage()
+        ...     _ = vocabulary.add("spam")
+        >>> lexicon, other, text = TermLexicon(first), TermLexicon(second), "spam and eggs"
+        >>> _ = lexicon.known_terms([text], Tokenizer())
+        >>> lexicon.share_pass(text, Tokenizer(), other), other.remembered_token_count(text, Tokenizer())
+        (True, 3)
+        >>> _ = second.add("ham")  # no longer in lockstep
+        >>> lexicon.share_pass(text, Tokenizer(), other)
+        False
+        """
+        last = self._last
+        if (last is None or last[0] is not text or last[1] != tokenizer or last[2] != self.interner.version
+                or self.interner.lineage is None or other.interner.lineage != self.interner.lineage):
+            return False
+        other._last = (text, tokenizer, other.interner.version, tuple(array.copy() for array in last[3]))
+        return True
+
     def _tokenized(self, texts: Sequence[str], tokenizer: Tokenizer, keep: bool = False):
         """``(owner, terms, counts, text, unknown)`` of :func:`_all_terms` (the caller synced).
 

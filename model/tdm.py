@@ -57,7 +57,7 @@ from .document_nodes import DocumentNodes, MissingLengthsError
 from .label_model import LabelModel
 from .loops.mixture import COUNTERS, log_mixtures
 from .loops.scoring import any_stale
-from .loops.node_postings import node_posting_ratios, nodes_keep_positive
+from .loops.node_postings import copy_needed, node_posting_ratios, nodes_keep_positive
 from .loops.weights import LINEAR, POWER
 from .persistence import ExtraState
 from .smoothing import kernel_smoothing
@@ -331,6 +331,10 @@ class TDM(GenerativeTextModel):
         if any_stale(nodes_table.weight_epoch, terms, state.epoch):  # compiled: the common answer is none
             known = terms[terms < len(nodes_table.post_fill)]  # terms beyond it have no document postings
             self._build_document_weights(distinct_sorted(known[nodes_table.weight_epoch[known] != state.epoch]))
+        if copy_needed(terms, nodes_table.cache_len, nodes_table.cache_cap, nodes_table.term_bound):
+            # zero weights left uncopied (store_zero_weights) beside weighted terms: log_mixtures reads their nodes
+            known = terms[terms < len(nodes_table.post_fill)]
+            nodes_table.copy_uncopied(distinct_sorted(known[nodes_table.uncopied(known)]))
         row_start = np.array([0, len(terms)]) if n_docs == 1 else np.searchsorted(owner, np.arange(n_docs + 1))
         acc, met, met_nodes = nodes_table.scratch()
         # the node pass (every node summed, no groups) where the postings outnumber the nodes node_pass_after times

@@ -26,8 +26,7 @@ def cached_weights(model: TDM, terms: list[int]) -> list[np.ndarray]:
     nodes = model.nodes
     out = []
     for term in terms:
-        start, size = int(nodes.cache_start[term]), int(nodes.cache_len[term])
-        out.append(np.stack([nodes.cache_node[start : start + size], nodes.cache_weight[start : start + size]]))
+        out.append(np.stack(nodes.cached_postings(term)))
     return out
 
 

@@ -39,8 +39,7 @@ def postings_ascending(model: TDM) -> None:
     """The kernel's binary search needs each term's cached postings in ascending node order."""
     nodes = model.nodes
     for term in np.flatnonzero(nodes.cache_len).tolist():
-        start, size = int(nodes.cache_start[term]), int(nodes.cache_len[term])
-        assert np.all(np.diff(nodes.cache_node[start : start + size]) > 0)
+        assert np.all(np.diff(nodes.cached_postings(term)[0]) > 0)
     for term in np.flatnonzero(nodes.post_fill).tolist():
         assert np.all(np.diff(nodes.term_postings(term)[0]) > 0)
 

@@ -32,7 +32,9 @@ lower bound available when the decision is made, ``eps = 2**-52 / 4``):
 Lower bounds: ``S~_l >= T~_l`` and ``S_l >= pi_i a_i^Q expm1(p_i)`` for every met node (``v >= 0``);
 ``F_l = max(log of these, J^- - lambda_l)`` with ``J^-`` the best ``lambda + `` lower bound over labels.
 Without pruning (``prune=False``) every group, term and node is summed: the exact sums of the model
-before pruning existed.
+before pruning existed. A document none of whose terms has a posting weight other than +-0 (every bound 0:
+a kernel that keeps nothing) has ``m_i = 0`` for every node, so ``S_l = T_l`` exactly: its postings are not
+read (steps 2-3 would add nothing), only counted.
 
 The node pass. When a document's postings outnumber the nodes ``node_pass_ratio`` times (a common-word
 document on a small model: nearly every node is met, and the postings must be read anyway), the loop
@@ -113,11 +115,14 @@ def log_mixtures(row_start, terms, weights, label_scores, cache_start, cache_len
         hi = row_start[d + 1]
         q = 0.0
         n_postings = 0
+        weighted = False  # a posting weight that is not +-0 (a term's bound not 0)
         for p in range(lo, hi):
             q += weights[p]
             t = terms[p]
             if t < n_known:
                 n_postings += cache_len[t]
+                if cache_len[t] > 0 and term_bound[t] != 0.0:
+                    weighted = True
         if n_postings >= node_pass_ratio * n_nodes_bound:
             counters[0] += n_postings
             counters[7] += 1
@@ -160,6 +165,14 @@ def log_mixtures(row_start, terms, weights, label_scores, cache_start, cache_len
                 g -= 1
             log_t[k] = top + math.log(s)
             log_t_up[k] = np.logaddexp(log_t[k], skipped)
+        if not weighted:
+            # every posting weighs +-0 (a kernel that keeps nothing): each m_i is +-0 (or NaN, of an infinite w_n),
+            # no node has a positive sum, so steps 2-3 add no matched term and S~_l = T~_l; their postings are not
+            # read (a term's nodes may not even be copied: DocumentNodes.store_zero_weights)
+            counters[0] += n_postings
+            for k in range(n_groups_classes):
+                out[d, group_classes[k]] = log_t[k]
+            continue
         # ---- 2. the matched nodes: terms by decreasing bound
         n_terms = 0
         order_bound = np.empty(hi - lo)

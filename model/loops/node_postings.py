@@ -1,7 +1,8 @@
 """Compiled loops of TDM's document postings (:class:`model.document_nodes.DocumentNodes`): appending
 to the per-term regions of the posting arena, the lazy posting weights
 (:meth:`model.tdm.TDM._build_document_weights`) and their copy to the weight cache; for a kernel that
-keeps nothing (all weights +0.0), the guard's per-node checks and the copy of the nodes with zero weights.
+keeps nothing (all weights +0.0), the guard's per-node checks, the mark that stands for the copy of the nodes
+with zero weights (:func:`mark_zero_weights`) and that copy where the scoring loop reads it.
 
 Per posting ``(node i, c_i(n))`` of a term ``n``, the ratio whose ``log1p`` is the weight ``v_i(n)``::
 
@@ -155,6 +156,42 @@ def store_cached(terms, fills, nodes, weights, at, cache_start, cache_len, cache
         term_bound[t] = bound
         p += n
     return at
+
+
+@njit(cache=True, nogil=True)
+def mark_zero_weights(terms, fills, epoch, weight_epoch, cache_len, cache_cap, term_bound):  # pragma: no cover
+    """Instead of :func:`store_cached_zeros` (a kernel that keeps nothing, every weight ``+0.0``): mark ``terms``
+    (distinct) computed for ``epoch``, count the ``k``-th term's ``fills[k]`` postings in ``cache_len`` and its
+    bound 0, and release its cached region (``cache_cap`` 0) without copying its nodes: ``cache_len > cache_cap``
+    then says that the term's nodes are the posting arena's first ``cache_len`` (not copied). Returns the
+    released cells."""
+    released = 0
+    for k in range(terms.shape[0]):
+        t = terms[k]
+        weight_epoch[t] = epoch
+        released += cache_cap[t]
+        cache_cap[t] = 0
+        cache_len[t] = fills[k]
+        term_bound[t] = 0.0
+    return released
+
+
+@njit(cache=True, nogil=True)
+def copy_needed(terms, cache_len, cache_cap, term_bound):  # pragma: no cover - compiled
+    """Whether the scored ``terms`` hold both a term whose zero weights were not copied (:func:`mark_zero_weights`)
+    and a term with a weight that is not 0 (bound not 0, or NaN): the scoring loop then reads the uncopied terms'
+    nodes (:func:`model.loops.mixture.log_mixtures`). Terms at or beyond ``cache_len``'s size have no postings."""
+    uncopied = False
+    weighted = False
+    n_known = cache_len.shape[0]
+    for p in range(terms.shape[0]):
+        t = terms[p]
+        if t < n_known and cache_len[t] > 0:
+            if cache_len[t] > cache_cap[t]:
+                uncopied = True
+            elif term_bound[t] != 0.0:
+                weighted = True
+    return uncopied and weighted
 
 
 @njit(cache=True, nogil=True)
