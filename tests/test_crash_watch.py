@@ -18,7 +18,7 @@ import pytest
 
 from sgm.consumers import crash_watch
 from sgm.stream.broker import EmbeddedBroker, free_port
-from tests.field_fault_helpers import field_config, learn, produce, serve, serve_args, wait_until
+from tests.field_fault_helpers import field_config, learn, produce, serve, serve_args, terminate, wait_until
 
 LINE = "ended without shutting down"
 
@@ -144,12 +144,7 @@ def test_a_training_topic_deleted_under_the_confluent_client_never_ends_the_serv
                 assert _alive(process.pid), log.read_text()[-3000:]
         finally:
             if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(60)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+                terminate(process)
     if died:
         assert f"sgm serve: the process (pid {process.pid}) {LINE}: killed by SIG" in log.read_text()
         assert process.returncode < 0
