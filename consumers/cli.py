@@ -52,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and sys.argv[1:2] == ["serve"]:
+        # `sgm serve` as the program (not a caller's main([...])): its crash watcher, before the ~0.5 s of imports
+        # that build the parser, so that a kill in the first moments is said too (consumers/crash_watch.py)
+        from .crash_watch import start_crash_watch
+
+        start_crash_watch()
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "_missing", False):

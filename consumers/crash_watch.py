@@ -106,12 +106,45 @@ def watch(pid: int, prog: str, read_fd: int = 0) -> int:
     return 1
 
 
+_started: dict[int, subprocess.Popen | None] = {}
+
+
 def start_crash_watch(prog: str = "sgm serve") -> subprocess.Popen | None:
-    """Start the watcher of this process; None where it cannot start (best effort: the service runs anyway).
+    """Start the watcher of this process, once (a second call returns the first one's); None where it cannot
+    start (best effort: the service runs anyway).
 
     The pipe's write end is not inheritable (PEP 446), so no other child of the service (an embedded
     broker, say) keeps it open after the service has died.
     """
+    pid = os.getpid()
+    if pid not in _started:  # (keyed by pid: a forked child watches itself)
+        _started[pid] = _start(prog)
+    return _started[pid]
+
+
+def watcher_of(pid: int) -> int | None:
+    """The pid of the running crash watcher of process ``pid`` (its child), or None.
+
+    >>> watcher_of(0) is None  # no such process
+    True
+    """
+    try:
+        children = open(f"/proc/{pid}/task/{pid}/children").read().split()
+    except OSError:
+        return None
+    for child in children:
+        try:
+            argv = open(f"/proc/{child}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) > 4 and argv[3].endswith(b"crash_watch.py") and argv[4] == str(pid).encode():
+            state = open(f"/proc/{child}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
+            if state != b"Z":
+                return int(child)
+    return None
+
+
+def _start(prog: str) -> subprocess.Popen | None:
     if not sys.platform.startswith("linux"):
         return None  # the exit status in /proc/PID/stat is Linux's
     try:

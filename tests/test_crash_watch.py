@@ -23,21 +23,6 @@ from tests.field_fault_helpers import field_config, learn, produce, serve, serve
 LINE = "ended without shutting down"
 
 
-def _watchers_of(pid: int) -> list[int]:
-    """Pids of the crash watchers started for the process ``pid`` (from their command lines)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(a.endswith(b"crash_watch.py") for a in argv) and str(pid).encode() in argv:
-            found.append(int(entry.name))
-    return found
-
-
 def _serve_waiting_for_a_broker(tmp_path) -> tuple[subprocess.Popen, Path]:
     log = tmp_path / "serve.log"
     process = serve(["--bootstrap-servers", f"127.0.0.1:{free_port()}", "--connect-timeout", "120",
@@ -47,7 +32,7 @@ def _serve_waiting_for_a_broker(tmp_path) -> tuple[subprocess.Popen, Path]:
     wait_until(lambda: b'"configuration"' in log.read_bytes() or process.poll() is not None, 60,
                "the configuration line")
     assert process.poll() is None, log.read_text()[-2000:]
-    wait_until(lambda: _watchers_of(process.pid), 10, "the watcher process")
+    wait_until(lambda: crash_watch.watcher_of(process.pid) is not None, 10, "the watcher process")
     return process, log
 
 
@@ -78,11 +63,11 @@ def test_a_death_no_handler_sees_is_said_in_one_line(tmp_path, signum, said):
 
 def test_a_graceful_stop_and_a_start_up_error_say_nothing_more(tmp_path):
     process, log = _serve_waiting_for_a_broker(tmp_path)
-    watchers = _watchers_of(process.pid)
+    watcher = crash_watch.watcher_of(process.pid)
+    assert watcher is not None
     process.send_signal(signal.SIGTERM)
     assert process.wait(60) == 0, log.read_text()[-2000:]
-    assert watchers
-    wait_until(lambda: not any(_alive(w) for w in watchers), 10, "the watcher to end")
+    wait_until(lambda: not _alive(watcher), 10, "the watcher to end")
     assert LINE not in log.read_text()
 
     # a start-up error: its own one line and exit 2, nothing from the watcher
@@ -156,3 +141,22 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
     except OSError:
         return False
+
+
+def test_a_kill_in_the_first_moments_is_said_too(tmp_path):
+    # `sgm serve` starts its watcher before the ~0.5 s of imports that build the parser: a kill while the process
+    # is still importing (no configuration line yet) is said like any other
+    log = tmp_path / "serve.log"
+    process = serve(["--bootstrap-servers", f"127.0.0.1:{free_port()}", "--connect-timeout", "120",
+                     "--state-dir", str(tmp_path / "state"), "--metrics-address", "127.0.0.1:0"], log=log)
+    try:
+        wait_until(lambda: crash_watch.watcher_of(process.pid) is not None or process.poll() is not None, 30,
+                   "the watcher", interval=0.002)
+        assert b'"configuration"' not in log.read_bytes()  # still starting
+        os.kill(process.pid, signal.SIGKILL)
+        line = _line_without_reaping(log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+    assert "killed by SIGKILL" in line, line

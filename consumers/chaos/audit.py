@@ -26,9 +26,10 @@
     Processes that exited without being killed by the campaign, or exited
     non-zero on SIGTERM.
 ``silent_deaths``
-    Deaths by a signal (the campaign's SIGKILLs, crashes) without the crash
-    watcher's ``ended without shutting down`` line in the process's log
-    (``consumers/crash_watch.py``).
+    Deaths by a signal (the campaign's SIGKILLs of a process whose crash
+    watcher was running, crashes) without the watcher's ``ended without
+    shutting down`` line in the process's log (``consumers/crash_watch.py``;
+    a process killed in its first ~50 ms has no watcher yet).
 
 ``ok`` is true when nothing is lost, double counted, unanswered, missing from
 the DLQ or crashed, the checksums match and duplicates are within the bound.
@@ -181,7 +182,7 @@ def audit(config, *, client, topics: dict[str, str], processes: list[Supervised]
             elif msg == "service started":
                 events["started"] += 1
         # every death the campaign caused (SIGKILL) or saw (a signal) must be said by the process's crash watcher
-        info["deaths"] = proc.kills + sum(1 for crash in proc.crashes if (crash["returncode"] or 0) < 0)
+        info["deaths"] = proc.watched_kills + sum(1 for crash in proc.crashes if (crash["returncode"] or 0) < 0)
         info["deaths_said"] = proc.log_path.read_text(errors="replace").count(DEATH_LINE)
         info["transport_errors"] = dict(errors)
         info["rescore_events"] = {k: v for k, v in events.items() if k not in ("training log reset", "started")}

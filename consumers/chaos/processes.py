@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from ..crash_watch import watcher_of
 from ..logs import metrics_port_in_log
 
 #: The repository root: the working directory of every process.
@@ -61,6 +62,7 @@ class Supervised:
         self.process: subprocess.Popen | None = None
         self.starts = 0
         self.kills = 0
+        self.watched_kills = 0  # kills of a process whose crash watcher was running (they must be said)
         self.crashes: list[dict[str, Any]] = []
         self.stopped = False  # stopped on purpose (stop_for_now): not a crash, not restarted by check()
         self.lock = threading.Lock()
@@ -75,6 +77,8 @@ class Supervised:
     def kill(self) -> None:
         with self.lock:
             if self.process is not None and self.process.poll() is None:
+                # a process killed in its first ~50 ms has no watcher yet: nothing can say that death
+                self.watched_kills += watcher_of(self.process.pid) is not None
                 self.process.send_signal(signal.SIGKILL)
                 self.process.wait(30)
             self.kills += 1

@@ -9,7 +9,6 @@ import sys
 import threading
 
 from .. import config as service_config
-from ..crash_watch import start_crash_watch
 from ..logs import setup_logging
 
 log = logging.getLogger("sgm.serve")
@@ -43,9 +42,8 @@ def run(args: argparse.Namespace) -> int:
         faulthandler.enable(all_threads=True)
     except (OSError, ValueError, AttributeError, RuntimeError):  # stderr is no file (a caller's stream object)
         pass  # or closed (`2>&-`: sys.stderr is None): nowhere to write a fault
-    # ... and a death no handler sees (librdkafka's threads, SIGKILL, the OOM killer) still gets one line,
-    # from a small watcher process (consumers/crash_watch.py)
-    start_crash_watch()
+    # A death no handler sees (librdkafka's threads, SIGKILL, the OOM killer) still gets one line from the watcher
+    # process `sgm serve` starts first thing (consumers/cli.py: main, consumers/crash_watch.py).
     settings = cfg.redacted()
     try:  # the model the preset / --config file / flags resolve to, not the "model" setting's default
         settings["model"] = cfg.model_config()["model"]
