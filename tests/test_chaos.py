@@ -155,10 +155,10 @@ class FlakyClient(Client):
     def consumer(self, group_id=None, **kwargs) -> Consumer:  # noqa: ANN001
         return FlakyConsumer(self.inner.consumer(group_id, **kwargs), self.plan)
 
-    def admin(self):
+    def admin(self, timeout=None):  # noqa: ANN001
         if self.plan.fail("admin"):
             raise KafkaTransportError("injected: create topics timed out")
-        return self.inner.admin()
+        return self.inner.admin(timeout)
 
 
 def memory_config(name: str, state_dir: str, **overrides) -> ServiceConfig:

@@ -403,3 +403,19 @@ def test_a_config_file_with_a_wrong_type_or_key_is_one_line(tmp_path, capsys, mo
         assert code == 2 and "Traceback" not in err, (argv, err)
         lines = [line for line in err.splitlines() if not line.startswith("{")]  # serve's log lines are JSON
         assert len(lines) == 1 and message in lines[0], (argv, err)
+
+
+@pytest.mark.parametrize("command", [["learn", "--label", "x"], ["serve", "--metrics-address", "127.0.0.1:0"]])
+def test_the_connect_timeout_holds_with_kafka_python_too(tmp_path, capsys, command):
+    # kafka-python's admin client bootstraps in its constructor for 30 s unless told otherwise: `--connect-timeout 2`
+    # ended after ~31 s, the message still saying 2 s (not a speed target: a documented timeout kept)
+    (tmp_path / "a.txt").write_text("hello")
+    started = time.monotonic()
+    where = [str(tmp_path / "a.txt")] if command[0] == "learn" else ["--state-dir", str(tmp_path / "state")]
+    code = main([*command, "--client", "kafka-python", "--bootstrap-servers", "127.0.0.1:9", "--connect-timeout", "2",
+                 *where])
+    took = time.monotonic() - started
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "127.0.0.1:9 within" in err and " 2 s" in err, err
+    assert took < 20, f"{took:.1f} s for --connect-timeout 2"

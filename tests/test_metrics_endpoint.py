@@ -453,10 +453,10 @@ def test_endpoint_answers_while_the_broker_is_unreachable_at_start(tmp_path):
     reachable = threading.Event()
 
     class UnreachableUntilAllowed(MemoryClient):
-        def admin(self):
+        def admin(self, timeout=None):  # noqa: ANN001
             if not reachable.is_set():
                 raise KafkaTransportError("broker unreachable (simulated)")
-            return super().admin()
+            return super().admin(timeout)
 
     name = f"metrics-outage-{time.monotonic_ns()}"
     config = make_config(name, tmp_path, client="memory", bootstrap_servers=f"memory://{name}")

@@ -70,7 +70,7 @@ class Connections:
         bounds each wait (topic creation, the training topic's metadata).
         """
         cfg = self.config
-        with self.client.admin() as admin:
+        with self.client.admin(timeout=min(timeout, REACH_TIMEOUT)) as admin:
             existing = admin.list_topics(timeout=min(timeout, REACH_TIMEOUT))  # an unreachable broker fails fast
             if cfg.create_topics:
                 wanted = [(cfg.train_topic, cfg.train_partitions, "training"), (cfg.score_topic, cfg.score_partitions,

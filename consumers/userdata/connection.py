@@ -69,7 +69,7 @@ def connect(config: service_config.ServiceConfig) -> Client:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with client.admin() as admin:
+            with client.admin(timeout=max(deadline - time.monotonic(), 1.0)) as admin:
                 if config.create_topics:
                     admin.create_topics([
                         (config.train_topic, config.train_partitions, config.replication_factor),

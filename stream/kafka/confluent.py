@@ -84,8 +84,8 @@ class ConfluentClient(Client):
         return _ConfluentConsumer(self.options.consumer(settings, overrides), settings.group_id,
                                   self.config.probe_end_offsets)
 
-    def admin(self) -> Admin:
-        return _ConfluentAdmin(self.options.admin())
+    def admin(self, timeout: float | None = None) -> Admin:
+        return _ConfluentAdmin(self.options.admin())  # (opening it waits for nothing: ``timeout`` has no use)
 
 
 class _ConfluentProducer(ProducerBase):

@@ -293,8 +293,9 @@ class Client(abc.ABC):
         raise NotImplementedError(f"{type(self).__name__} implements neither open_consumer() nor consumer()")
 
     @abc.abstractmethod
-    def admin(self) -> Admin:
-        """A new admin client."""
+    def admin(self, timeout: float | None = None) -> Admin:
+        """A new admin client; ``timeout`` (seconds) bounds what opening it may wait for the cluster (a client
+        that bootstraps in its constructor, kafka-python, waits up to 30 s by default)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config.bootstrap_servers!r})"

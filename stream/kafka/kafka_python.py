@@ -76,9 +76,12 @@ class KafkaPythonClient(Client):
         with _transport_errors("consumer"):
             return _KafkaPythonConsumer(conf, settings.group_id, self.config.probe_end_offsets)
 
-    def admin(self) -> Admin:
+    def admin(self, timeout: float | None = None) -> Admin:
+        conf = self.options.admin(KafkaAdminClient.DEFAULT_CONFIG)
+        if timeout is not None:  # its constructor bootstraps, for bootstrap_timeout_ms (30 s) unless told otherwise
+            conf["bootstrap_timeout_ms"] = max(int(timeout * 1000), 100)
         with _transport_errors("admin client"):
-            return _KafkaPythonAdmin(self.options.admin(KafkaAdminClient.DEFAULT_CONFIG))
+            return _KafkaPythonAdmin(conf)
 
 
 @contextlib.contextmanager

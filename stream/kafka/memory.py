@@ -309,7 +309,7 @@ class MemoryClient(Client):
         return _MemoryConsumer(self.broker, settings.group_id, settings.auto_offset_reset, settings.session_timeout_ms,
                                self.config.client_id)
 
-    def admin(self) -> Admin:
+    def admin(self, timeout: float | None = None) -> Admin:
         return _MemoryAdmin(self.broker)
 
 
