@@ -66,7 +66,7 @@ class ServiceConfig:
     ssl_check_hostname: bool = _setting(True, "verify that broker certificates match their host names")
     # -- process
     role: str = _setting("all", "what this process runs: trainer and classifier together, or one of them", choices=ROLES)
-    state_dir: str = _setting("state", "directory for this process's model snapshots (one per process)")
+    state_dir: str = _setting("state", "directory for this process's model snapshots (one per process: a second one on it stops at start)")
     snapshot_every_records: int = _setting(20000, "write a snapshot after this many training records")
     snapshot_every_seconds: float = _setting(30.0, "... or after this many seconds with new training records")
     snapshot_keep: int = _setting(3, "snapshots kept on disk (older ones are deleted)")

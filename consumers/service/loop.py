@@ -24,7 +24,7 @@ from typing import Callable
 from sgm.model import build_model
 from sgm.stream.kafka import Client, KafkaTransportError, Record, open_client
 from sgm.stream.records import DEFAULT_LIMITS
-from sgm.stream.snapshot_store import SnapshotStore
+from sgm.stream.snapshot_store import SnapshotStore, StateDirInUse
 
 from ..config import ServiceConfig
 from ..prometheus import ServiceMetrics
@@ -161,6 +161,10 @@ class Service:
         bound: each raises here (``SnapshotError``, ``ConfigMismatch``,
         :class:`StartupError`) before the process touches Kafka.
         """
+        try:  # one writer per state directory: a second service on it stops here, before reading anything
+            self.store.claim()
+        except StateDirInUse as exc:
+            raise StartupError(str(exc)) from None
         self._restore()
         self._check_state_dir()
         try:
@@ -246,6 +250,7 @@ class Service:
             self.metrics.up.labels(self.config.role).set(0)
             self.metrics.ready.set(0)
             self.metrics.close()
+            self.store.release()
 
     def _restore(self) -> None:
         if self.state.model is None:
