@@ -67,3 +67,20 @@ def _wait_for(process: subprocess.Popen, log, pattern: str, timeout: float = 300
         assert process.poll() is None, log.read_text(errors="replace")[-3000:]
         time.sleep(0.05)
     raise AssertionError(f"no {pattern!r} within {timeout} s:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def test_a_start_up_error_of_the_demos_service_is_one_line(tmp_path):
+    # a state directory another process holds: the service's StartupError was re-raised as a traceback
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from sgm.stream.snapshot_store import "
+                               "SnapshotStore; SnapshotStore(sys.argv[1]).claim(); print('held', flush=True); "
+                               "time.sleep(120)", str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        done = sgm("demo", "--state-dir", str(tmp_path), "--docs", "200", check=False, timeout=300)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1].startswith(f"sgm demo: --state-dir {str(tmp_path)!r} is in use"), \
+        done.stderr[-2000:]
+    assert "Traceback" not in done.stderr

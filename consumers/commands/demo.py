@@ -51,7 +51,10 @@ def run(args: argparse.Namespace) -> int:
 
     from ..config import ServiceConfig, parse_param
     from ..logs import setup_logging
-    from ..service import Service
+    from ..service import ConfigMismatch, Service, StartupError
+    from sgm.model.persistence import SnapshotError
+
+    STARTUP_ERRORS = (StartupError, ConfigMismatch, SnapshotError, ValueError, OSError)  # sgm serve's one-line ones
     from ..service.kernels import COMPILING, prepare_kernels
 
     try:  # a typo in --model, --param or --half-life is one line before anything compiles or starts (as sgm warm)
@@ -95,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
         running.callback(lambda: (stop.set(), thread.join(60)))
         service.started.wait(60)
         if failure:
+            if isinstance(failure[0], STARTUP_ERRORS):  # (a state directory in use, a snapshot of another model, ...)
+                print(f"sgm demo: {' '.join(str(failure[0]).split())}", file=sys.stderr)
+                return 2
             raise failure[0]
         joined = time.monotonic() + 60  # feed once the group has given the service its partitions
         while time.monotonic() < joined and not failure:
