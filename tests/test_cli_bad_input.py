@@ -405,13 +405,13 @@ def test_a_config_file_with_a_wrong_type_or_key_is_one_line(tmp_path, capsys, mo
         assert len(lines) == 1 and message in lines[0], (argv, err)
 
 
-@pytest.mark.parametrize("command", [["learn", "--label", "x"], ["serve", "--metrics-address", "127.0.0.1:0"]])
+@pytest.mark.parametrize("command", [["learn", "--label", "x"], ["serve", "--metrics-address", "127.0.0.1:0"], ["feed"]])
 def test_the_connect_timeout_holds_with_kafka_python_too(tmp_path, capsys, command):
     # kafka-python's admin client bootstraps in its constructor for 30 s unless told otherwise: `--connect-timeout 2`
     # ended after ~31 s, the message still saying 2 s (not a speed target: a documented timeout kept)
     (tmp_path / "a.txt").write_text("hello")
     started = time.monotonic()
-    where = [str(tmp_path / "a.txt")] if command[0] == "learn" else ["--state-dir", str(tmp_path / "state")]
+    where = {"learn": [str(tmp_path / "a.txt")], "serve": ["--state-dir", str(tmp_path / "state")]}.get(command[0], [])
     code = main([*command, "--client", "kafka-python", "--bootstrap-servers", "127.0.0.1:9", "--connect-timeout", "2",
                  *where])
     took = time.monotonic() - started

@@ -136,8 +136,8 @@ def _create_topics(client, cfg, stop: threading.Event, transport_error: type[Exc
     started, backoff = time.monotonic(), 0.1
     while not stop.is_set():
         try:
-            with client.admin() as admin:
-                admin.list_topics(timeout=2.0)  # an unreachable broker fails fast
+            with client.admin(timeout=2.0) as admin:  # an unreachable broker fails fast (kafka-python: its bootstrap)
+                admin.list_topics(timeout=2.0)
                 if cfg.create_topics:
                     admin.create_topics([
                         (cfg.train_topic, cfg.train_partitions, cfg.replication_factor),
