@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from sgm.model import MNB
 from sgm.model.mail import GROUPS, IGNORED_HEADERS, MailFeatures, MailLimits, MailOptions, mail_features
 from sgm.model.mail.decode import sanitize
-from sgm.model.mail.features import clean_term
+from sgm.model.mail.features import clean_term, clean_terms
 from sgm.model.text import Tokenizer
 
 SPAM = (
@@ -247,6 +247,21 @@ term_text = st.lists(st.sampled_from(list("ab:. -") + ["a" * 60, "\t", "\n", "\x
 def test_clean_term_is_the_full_normalization_for_every_term(term):
     """The shortcut for terms already clean returns what the full normalization does."""
     assert clean_term(term) == " ".join(sanitize(term[:256]).split())[:128].rstrip()
+
+
+def test_clean_term_shortcut_holds_for_every_code_point():
+    """The shortcut takes any printable term (not only ASCII): no printable character is one the full
+    normalization blanks or splits on, checked for every code point alone and between letters and spaces."""
+    for code in range(0x110000):
+        ch = chr(code)
+        for term in (ch, "a" + ch + "b", "a " + ch, ch + " b"):
+            assert clean_term(term) == " ".join(sanitize(term[:256]).split())[:128].rstrip(), hex(code)
+
+
+@given(st.lists(term_text | st.sampled_from(["|", "| x", "x |", " ", "x ", " x", "a" * 128, "a" * 129]), max_size=12))
+def test_clean_terms_is_clean_term_of_each(terms):
+    """The one joined test of a message's terms gives what cleaning them one by one gives."""
+    assert clean_terms(list(terms)) == [clean_term(t) for t in terms]
 
 
 @settings(deadline=None, max_examples=60)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Mapping
 
 from ..text import Tokenizer
@@ -191,22 +192,13 @@ class MailFeatures:
         groups = set(opts.groups)
         msg = parse_message(raw, limits)
         flags = list(msg.flags)
-        terms: dict[str, float] = {}
         weight = float(opts.meta_weight)
         max_terms = limits.max_terms
         dropped = False
 
         capacity = max(0, max_terms - len(FLAGS)) if "flags" in groups else max_terms  # room for the flags
-
-        def emit(term: str) -> None:
-            nonlocal dropped
-            term = clean_term(term)
-            if term in terms:
-                return
-            if len(terms) >= capacity:
-                dropped = True
-                return
-            terms[term] = weight
+        emitted: list[str] = []
+        emit = emitted.append  # the groups' terms in order; cleaned, deduplicated and capped once below
 
         fields = msg.headers
         header_flags: list[str] = []
@@ -229,17 +221,24 @@ class MailFeatures:
         if "urls" in groups:
             msg.stats.urls = url_tokens(bodies.text, bodies.links, emit, limits.max_urls)
         msg.stats.html_tags = bodies.html_tags
+        terms = dict.fromkeys(clean_terms(emitted), weight)  # first occurrence kept, as one by one
+        if len(terms) > capacity:  # a new term arrived when the mapping was full: it and the later ones dropped
+            dropped = True
+            terms = dict(islice(terms.items(), capacity))
         flags = sorted(set(flags) | set(header_flags) | set(bodies.flags))
         if "body" in groups:
             words = self.tokenizer.tokens(subject + "\n\n" + bodies.text if subject else bodies.text)
             counted = Counter(words)  # first-occurrence order, as the word-by-word loop inserts them
             if len(terms) + len(counted) <= capacity:
-                for word, count in counted.items():
-                    if word in terms:  # a header term's float weight: add 1 per occurrence, as the loop does
-                        for _ in range(count):
-                            terms[word] += 1
-                    else:
-                        terms[word] = count
+                if terms.keys().isdisjoint(counted):  # always, as body words hold no ':' and other terms do
+                    terms.update(counted)
+                else:
+                    for word, count in counted.items():
+                        if word in terms:  # a header term's float weight: add 1 per occurrence, as the loop does
+                            for _ in range(count):
+                                terms[word] += 1
+                        else:
+                            terms[word] = count
             else:
                 for word in words:
                     if word in terms:
@@ -264,10 +263,31 @@ def clean_term(term: str) -> str:
     >>> clean_term(" from.name:\\tcheap\\x00  meds "), clean_term("hdr:X-Mailer")
     ('from.name: cheap meds', 'hdr:X-Mailer')
     """
-    if (len(term) <= _MAX_TERM_CHARS and term.isascii() and term.isprintable() and "  " not in term
+    # Printable text holds no control character nor lone surrogate (sanitize's targets) and no whitespace
+    # but the ASCII space (split's separators): nothing below changes such a term when it is short and
+    # single-spaced, and this test is much cheaper (every code point checked, tests/test_mail_features.py).
+    if (len(term) <= _MAX_TERM_CHARS and term.isprintable() and "  " not in term
             and term[:1] != " " and term[-1:] != " "):
-        return term  # most terms: nothing below would change them, and this test is much cheaper
+        return term
     return " ".join(sanitize(term[: 2 * _MAX_TERM_CHARS]).split())[:_MAX_TERM_CHARS].rstrip()
+
+
+def clean_terms(terms: list[str]) -> list[str]:
+    """``[clean_term(t) for t in terms]``, with one test of them all joined for the usual case where
+    none changes: joined by ``|`` (printable, not a space), they are all printable iff the join is, no
+    term holds two spaces iff the join does not, none starts (ends) with a space iff the join does not
+    and holds no ``"| "`` (``" |"``).
+
+    >>> clean_terms(["hdr:X-Mailer", "subj:FREE"]), clean_terms(["a:x", "b: \\x00y"])
+    (['hdr:X-Mailer', 'subj:FREE'], ['a:x', 'b: y'])
+    """
+    if not terms:
+        return terms
+    joined = "|".join(terms)
+    if (joined.isprintable() and "  " not in joined and "| " not in joined and " |" not in joined
+            and joined[:1] != " " and joined[-1:] != " " and max(map(len, terms)) <= _MAX_TERM_CHARS):
+        return terms
+    return list(map(clean_term, terms))
 
 
 def _ignore(term: str) -> None:
