@@ -228,6 +228,9 @@ class _Reader:
     # ------------------------------------------------------------ header blocks
     def header_block(self, start: int, end: int) -> tuple[list[tuple[str, bytes]], int]:
         """Fields of the header block at ``start`` and where the body begins."""
+        plain = self.plain_header_block(start, end)
+        if plain is not None:
+            return plain
         data, limits = self.data, self.limits
         limit = min(end, start + limits.max_header_bytes)
         fields_: list[tuple[str, list[bytes], int]] = []
@@ -286,6 +289,55 @@ class _Reader:
             out.append((name, value))
         self.stats.header_fields += len(out)
         return out, body
+
+    def plain_header_block(self, start: int, end: int) -> tuple[list[tuple[str, bytes]], int] | None:
+        """:meth:`header_block`'s result for the usual block, ``None`` (and nothing done) for any other.
+
+        Usual: a blank line ends the block within ``max_header_bytes``, every line before it is a field
+        or a continuation of one (a lone CR, which ends a block too, is neither), no line is longer than
+        ``max_header_chars``, no continuation would be cut, no field's value is longer than that limit and
+        there are at most ``max_headers`` fields. Then the line-by-line reader raises no flag, cuts
+        nothing, and reads the same fields as this one, which splits the block's lines in C.
+        """
+        data, limits = self.data, self.limits
+        if data[start:start + 1] == b"\n":
+            return None
+        blank = data.find(b"\n\n", start, min(end, start + limits.max_header_bytes))
+        if blank < 0:
+            return None
+        block = data[start:blank]
+        max_chars = limits.max_header_chars
+        fields_: list[list] = []
+        for line in block.split(b"\n"):
+            if len(line) > max_chars:
+                return None
+            if line[0] in (0x20, 0x09):
+                if not fields_:
+                    return None
+                last = fields_[-1]
+                size = last[2]
+                if size >= max_chars or len(line) > max_chars - size + _SLACK:
+                    return None
+                piece = line.strip()
+                last[1].append(piece)
+                last[2] = size + len(piece) + 1
+            else:
+                match = _FIELD.match(line, 0, 256)
+                if match is None:
+                    return None
+                value = line[match.end():].strip()
+                fields_.append([match.group(1).decode("ascii"), [value], len(value)])
+        if len(fields_) > limits.max_headers:
+            return None
+        out = []
+        for name, pieces, _size in fields_:
+            value = pieces[0] if len(pieces) == 1 else b" ".join(p for p in pieces if p)
+            if len(value) > max_chars:
+                return None
+            out.append((name, value))
+        self.stats.bytes_scanned += blank + 2 - start
+        self.stats.header_fields += len(out)
+        return out, blank + 2
 
     # ------------------------------------------------------------ one entity
     def entity(self, start: int, end: int, depth: int, parent: int, default_type: str) -> tuple[Part, list]:
