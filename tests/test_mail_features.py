@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from sgm.model import MNB
 from sgm.model.mail import GROUPS, IGNORED_HEADERS, MailFeatures, MailLimits, MailOptions, mail_features
+from sgm.model.mail.content import _URL, _UUENCODE
 from sgm.model.mail.decode import sanitize
 from sgm.model.mail.features import clean_term, clean_terms
 from sgm.model.text import Tokenizer
@@ -282,3 +284,38 @@ def test_body_counts_are_the_word_by_word_counts_within_the_term_limit(words, ng
         elif len(expected) < max_terms:
             expected[word] = 1
     assert list(got.items()) == list(expected.items())
+
+
+_URL_AS_WRITTEN = re.compile(r"(?:\b(?:https?|ftp)://|\bwww\d{0,3}\.|\bmailto:)[^\s<>\"'\x7f]{1,500}", re.I)
+
+
+def test_url_pattern_letters_are_what_ignorecase_matches():
+    """Each letter class of the URL pattern holds exactly the characters re.I matches the letter by."""
+    classes = {"h": "Hh", "f": "Ff", "w": "Ww", "m": "Mm", "t": "Tt", "p": "Pp", "s": "Ss\u017f", "a": "Aa",
+               "i": "Ii\u0130\u0131", "l": "Ll", "o": "Oo"}
+    for letter, members in classes.items():
+        assert "".join(chr(c) for c in range(0x110000) if re.fullmatch(letter, chr(c), re.I)) == \
+               "".join(sorted(members))
+        assert f"[{members}]" in _URL.pattern
+
+
+_url_text = st.lists(st.sampled_from(["http://", "HTTPS://", "hTTp\u017f://", "ftp://", "FTP:/", "www.", "WWW12.",
+                                      "www1234.", "mailto:", "MA\u0130LTO:", "ma\u0131lto:", "x", "_", "é", "1", " ",
+                                      "\n", "<", ">", "\"", "'", "\x7f", ".", "a.example/p?q=1", "h", "w", "m"]),
+                     max_size=30).map("".join)
+
+
+@settings(max_examples=400)
+@given(_url_text)
+def test_url_pattern_finds_what_the_pattern_as_written_finds(text):
+    """The URL pattern written for speed finds the same spans as the plain one with re.I."""
+    assert [m.span() for m in _URL.finditer(text)] == [m.span() for m in _URL_AS_WRITTEN.finditer(text)]
+
+
+_UUENCODE_AS_WRITTEN = re.compile(r"^begin [0-7]{3,4} ([^\n]{1,200})$", re.M)
+
+
+@given(st.lists(st.sampled_from(["begin 644 a.exe", "begin 0755 b", "begin 12 c", "bbegin 644 x", "\n", "\r", " ",
+                                 "x", "b", "begin", "egin 644 y", "é"]), max_size=20).map("".join))
+def test_uuencode_pattern_finds_what_the_pattern_as_written_finds(text):
+    assert [m.span(1) for m in _UUENCODE.finditer(text)] == [m.span(1) for m in _UUENCODE_AS_WRITTEN.finditer(text)]
