@@ -319,3 +319,16 @@ _UUENCODE_AS_WRITTEN = re.compile(r"^begin [0-7]{3,4} ([^\n]{1,200})$", re.M)
                                  "x", "b", "begin", "egin 644 y", "é"]), max_size=20).map("".join))
 def test_uuencode_pattern_finds_what_the_pattern_as_written_finds(text):
     assert [m.span(1) for m in _UUENCODE.finditer(text)] == [m.span(1) for m in _UUENCODE_AS_WRITTEN.finditer(text)]
+
+
+def test_header_name_memo_stays_bounded_and_reads_new_names_alike():
+    """Invented field names fill the memo of name decisions only up to its bound; names past it
+    give the same terms as when they are remembered."""
+    from sgm.model.mail import headers
+    raw = b"".join(b"X-Invented-%d: word%d\n" % (i, i) for i in range(200)) + b"\nbody"
+    before = MailFeatures().extract(raw).terms
+    for start in range(0, headers._NAME_INFO_MAX + 1000, 200):
+        MailFeatures().extract(b"".join(b"X-Fill-%d: w\n" % (start + i) for i in range(200)) + b"\nbody")
+    assert len(headers._NAME_INFO) <= headers._NAME_INFO_MAX
+    assert MailFeatures().extract(raw.replace(b"Invented", b"Unseen")).terms == \
+           {k.replace("invented", "unseen").replace("Invented", "Unseen"): v for k, v in before.items()}

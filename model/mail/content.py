@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .headers import domain_suffixes, shape
+from .headers import shape, suffixes_of
 from .html import html_to_text
 from .parse import ParsedMessage, Part
 
@@ -143,7 +143,7 @@ def _url(url: str, emit: Emit) -> str:
         address = url[7:].split("?", 1)[0]
         emit("url.scheme:mailto")
         if "@" in address:
-            for suffix in domain_suffixes(address.rsplit("@", 1)[1])[:2]:
+            for suffix in suffixes_of(address.rsplit("@", 1)[1])[:2]:
                 emit("mailto.dom:" + suffix)
         return ""
     if scheme and not url[len(scheme) + 1:].startswith("//"):
@@ -165,7 +165,7 @@ def _url(url: str, emit: Emit) -> str:
     if _IPV4_HOST.fullmatch(host) or _DECIMAL_HOST.fullmatch(host):
         emit("url:ip")
     else:
-        suffixes = domain_suffixes(host)
+        suffixes = suffixes_of(host)
         if not suffixes:
             emit("url:bad-host")
         for suffix in suffixes:

@@ -47,7 +47,7 @@ from ..text import Tokenizer
 from .decode import sanitize
 from .content import attachment_tokens, mime_tokens, read_bodies, url_tokens
 from .flags import FLAGS
-from .headers import address_tokens, header_tokens, received_tokens, subject_tokens
+from .headers import address_tokens, field_index, header_tokens, received_tokens, subject_tokens
 from .parse import MailLimits, WorkStats, parse_message
 
 __all__ = ["GROUPS", "MAIL_CONFIG", "MailExtraction", "MailFeatures", "MailOptions", "mail_features",
@@ -201,15 +201,16 @@ class MailFeatures:
         emit = emitted.append  # the groups' terms in order; cleaned, deduplicated and capped once below
 
         fields = msg.headers
+        index = field_index(fields)
         header_flags: list[str] = []
         sink = emit if "subject" in groups else _ignore
-        subject = subject_tokens(fields, sink, header_flags)
+        subject = subject_tokens(fields, sink, header_flags, index)
         if "headers" in groups:
-            header_tokens(fields, emit, header_flags)
+            header_tokens(fields, emit, header_flags, index)
         if "addresses" in groups:
-            address_tokens(fields, emit, header_flags)
+            address_tokens(fields, emit, header_flags, index)
         if "received" in groups:
-            received_tokens(fields, emit, opts.received_hops)
+            received_tokens(fields, emit, opts.received_hops, index)
         bodies = read_bodies(msg, limits.max_html_tags, limits.max_urls)
         if "mime" in groups:
             mime_tokens(msg, bodies, emit)
