@@ -237,7 +237,7 @@ _HEADER_LINES = st.sampled_from([b"Subject: hi", b"X-A:b", b"From : a@b.org", b"
                                  b"\r", b"", b"no field here", b"X-Long: " + b"y" * 40, b" " + b"z" * 30,
                                  b"Bad Name: v", b"K:\r", b"X-" + b"n" * 250 + b": v",
                                  b"X-Big: " + b"v" * 280, b" " * 290 + b"x", b" " + b"w" * 290,
-                                 b"X-Lead:" + b" " * 400 + b"q" * 200])
+                                 b"X-Lead:" + b" " * 400 + b"q" * 200, b"X-Pad" + b" " * 260 + b": v"])
 
 
 @settings(max_examples=300, deadline=None)
@@ -245,6 +245,7 @@ _HEADER_LINES = st.sampled_from([b"Subject: hi", b"X-A:b", b"From : a@b.org", b"
 @example([b"X-A:b", b" folded", b"\tmore  "], b"\n\nbody", 12, 6, 2000)  # a folded value too long
 @example([b"X-Lead:" + b" " * 400 + b"q" * 200], b"\n\nbody", 300, 6, 2000)  # a field line cut
 @example([b"X-A:b", b"X-A:b", b"X-A:b"], b"\n\nbody", 80, 2, 2000)  # too many fields
+@example([b"X-A:b", b"X-Pad" + b" " * 260 + b": v"], b"\n\nbody", 600, 6, 2000)  # a colon past 256 bytes
 @given(st.lists(_HEADER_LINES, max_size=12), st.sampled_from([b"", b"\n", b"\n\nbody", b"\nbody\n\nmore"]),
        st.sampled_from([4, 10, 12, 40, 80, 300, 600]), st.integers(1, 6), st.integers(20, 2000))
 def test_plain_header_block_reads_what_the_line_reader_reads(lines, tail, max_chars, max_headers, max_bytes):

@@ -231,7 +231,7 @@ class MailFeatures:
             words = self.tokenizer.tokens(subject + "\n\n" + bodies.text if subject else bodies.text)
             counted = Counter(words)  # first-occurrence order, as the word-by-word loop inserts them
             if len(terms) + len(counted) <= capacity:
-                if terms.keys().isdisjoint(counted):  # always, as body words hold no ':' and other terms do
+                if terms.keys().isdisjoint(counted.keys()):  # always: body words hold no ':', other terms do
                     terms.update(counted)
                 else:
                     for word, count in counted.items():

@@ -115,14 +115,15 @@ def html_to_text(source: str, max_tags: int = 20_000, max_links: int = 256) -> H
         if match is None:
             out.append(source[pos:])
             break
-        lt = match.start()
+        lt, after = match.span()
         out.append(source[pos:lt])
         if tags >= max_tags:
             flags.append("html_too_many_tags")
             out.append(_ANY_TAG.sub("", source[lt:]))
             break
         tags += 1  # every '<' examined counts, tag or not: the Python-level work is bounded by max_tags
-        if match.group(1):  # "<!--"
+        comment, closing, raw_name, rest = match.groups()
+        if comment:  # "<!--"
             end = find("-->", lt + 4)
             markup["html:comment"] = None
             if lt > 0 and end >= 0 and source[lt - 1].isalnum() and source[end + 3:end + 4].isalnum():
@@ -132,20 +133,18 @@ def html_to_text(source: str, max_tags: int = 20_000, max_links: int = 256) -> H
                 break
             pos = end + 3
             continue
-        raw_name = match.group(3)
         if raw_name is None:
-            if match.end() > lt + 1:  # a declaration or processing instruction
-                pos = match.end()
+            if after > lt + 1:  # a declaration or processing instruction
+                pos = after
                 continue
             out.append("<")
             pos = lt + 1
             continue
-        pos = match.end()
-        if match.group(2):  # a closing tag
+        pos = after
+        if closing:
             if raw_name.lower() in _LINE_BREAKING:
                 out.append("\n")
             continue
-        rest = match.group(4)
         name, breaks, tokens, tag_links = (_cached_tag(raw_name, rest) if len(rest) <= _CACHED_REST
                                            else _open_tag(raw_name, rest))
         if breaks:

@@ -200,6 +200,7 @@ class ParsedMessage:
 
 
 _FIELD = re.compile(rb"([!-9;-~]{1,200})[ \t]*:")
+_FIELD_LINES = re.compile(rb"([!-9;-~]{1,200})([ \t]*):([^\n]*)\n((?:[ \t][^\n]*\n)*)")  # field, continuations
 _TYPE = re.compile(r"\s*([^\s;/\"]{1,100})\s*/\s*([^\s;\"]{1,100})")
 _PARAM = re.compile(r";\s*([^\s=;\"]{1,100})\s*=\s*(\"(?:[^\"\\]|\\.){0,512}\"|[^\s;\"]{0,512})")
 _PARAM_VALUE_CHARS = 1024
@@ -297,7 +298,7 @@ class _Reader:
         or a continuation of one (a lone CR, which ends a block too, is neither), no line is longer than
         ``max_header_chars``, no continuation would be cut, no field's value is longer than that limit and
         there are at most ``max_headers`` fields. Then the line-by-line reader raises no flag, cuts
-        nothing, and reads the same fields as this one, which splits the block's lines in C.
+        nothing, and reads the same fields as this one, which finds them with one regular expression.
         """
         data, limits = self.data, self.limits
         if data[start:start + 1] == b"\n":
@@ -305,36 +306,35 @@ class _Reader:
         blank = data.find(b"\n\n", start, min(end, start + limits.max_header_bytes))
         if blank < 0:
             return None
-        block = data[start:blank]
+        block = data[start:blank + 1]
         max_chars = limits.max_header_chars
-        fields_: list[list] = []
-        for line in block.split(b"\n"):
-            if len(line) > max_chars:
-                return None
-            if line[0] in (0x20, 0x09):
-                if not fields_:
-                    return None
-                last = fields_[-1]
-                size = last[2]
-                if size >= max_chars or len(line) > max_chars - size + _SLACK:
-                    return None
-                piece = line.strip()
-                last[1].append(piece)
-                last[2] = size + len(piece) + 1
-            else:
-                match = _FIELD.match(line, 0, 256)
-                if match is None:
-                    return None
-                value = line[match.end():].strip()
-                fields_.append([match.group(1).decode("ascii"), [value], len(value)])
-        if len(fields_) > limits.max_headers:
+        found = _FIELD_LINES.findall(block)  # the block as fields, each with its continuation lines
+        if len(found) > limits.max_headers:
             return None
         out = []
-        for name, pieces, _size in fields_:
-            value = pieces[0] if len(pieces) == 1 else b" ".join(p for p in pieces if p)
+        covered = 0
+        for name, spaces, rest, more in found:
+            head = len(name) + len(spaces) + 1
+            if head > 256:  # the line reader looks for the colon within a line's first 256 bytes
+                return None
+            covered += head + len(rest) + 1 + len(more)
+            if head + len(rest) > max_chars:
+                return None
+            value = rest.strip()
+            if more:
+                pieces, size = [value], len(value)
+                for line in more[:-1].split(b"\n"):
+                    if len(line) > max_chars or size >= max_chars or len(line) > max_chars - size + _SLACK:
+                        return None
+                    piece = line.strip()
+                    pieces.append(piece)
+                    size += len(piece) + 1
+                value = b" ".join(p for p in pieces if p)
             if len(value) > max_chars:
                 return None
-            out.append((name, value))
+            out.append((name.decode("ascii"), value))
+        if covered != len(block):  # a line that is neither a field nor a continuation (or one before any field)
+            return None
         self.stats.bytes_scanned += blank + 2 - start
         self.stats.header_fields += len(out)
         return out, blank + 2
