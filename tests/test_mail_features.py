@@ -332,3 +332,35 @@ def test_header_name_memo_stays_bounded_and_reads_new_names_alike():
     assert len(headers._NAME_INFO) <= headers._NAME_INFO_MAX
     assert MailFeatures().extract(raw.replace(b"Invented", b"Unseen")).terms == \
            {k.replace("invented", "unseen").replace("Invented", "Unseen"): v for k, v in before.items()}
+
+
+_RECEIVED_AS_WRITTEN = {
+    "_IPV4": re.compile(r"(?<![\d.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\d.])"),
+    "_BY": re.compile(r"\bby\s", re.I),
+    "_WITH": re.compile(r"\bwith\s+([A-Za-z0-9-]{1,20})", re.I),
+}
+_received_text = st.lists(st.sampled_from(["by ", "BY\t", "xby ", "_by ", "with ", "WİTH  esmtp", "wıth \u212aS",
+                                           "with\u017f", "1.2.3.4", "10.0.0.255", ".1.2.3.4", "1.2.3.4.", "1234.5.6.7",
+                                           "\u0661.2.3.4", "9", ".", " ", "\n", "a", "é", "(", "[", "]", "-"]),
+                          max_size=20).map("".join)
+
+
+@settings(max_examples=400)
+@given(_received_text)
+def test_received_patterns_find_what_the_patterns_as_written_find(text):
+    from sgm.model.mail import headers
+
+    for name, written in _RECEIVED_AS_WRITTEN.items():
+        fast = getattr(headers, name)
+        assert [(m.span(), m.groups()) for m in fast.finditer(text)] == \
+               [(m.span(), m.groups()) for m in written.finditer(text)], name
+        assert bool(fast.fullmatch(text)) == bool(written.fullmatch(text)), name
+
+
+def test_received_pattern_classes_are_what_ignorecase_matches():
+    from sgm.model.mail import headers
+
+    for letters, written in (("[A-Za-z0-9-]", "[A-Za-z0-9\u0130\u0131\u017f\u212a-]"), ("i", "[Ii\u0130\u0131]")):
+        assert [c for c in range(0x110000) if re.fullmatch(letters, chr(c), re.I)] == \
+               [c for c in range(0x110000) if re.fullmatch(written, chr(c))]
+        assert written in headers._WITH.pattern

@@ -72,10 +72,14 @@ _CASED_WORDS = Tokenizer(lowercase=False)
 _ADDRESS = re.compile(r"([\w.+=!#$%&'*/?^`{|}~-]{1,64})@([A-Za-z0-9][A-Za-z0-9.-]{0,252})")
 _NAME_JUNK = re.compile(r"<[^<>]{0,400}>|[\w.+=!#$%&'*/?^`{|}~-]{1,64}@[A-Za-z0-9.-]{1,253}|[\"()<>]")
 _HOST = re.compile(r"[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63}){0,10}")
-_IPV4 = re.compile(r"(?<![\d.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\d.])")
+# Written to start with a digit, which the engine skips to in C (a pattern that starts with a lookbehind, \b or
+# re.I's case-folded letters is tried at every character): _IPV4 is r"(?<![\d.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.
+# (\d{1,3})(?![\d.])", _BY r"\bby\s" and _WITH r"\bwith\s+([A-Za-z0-9-]{1,20})", both with re.I (its letter
+# classes spelt out: the dotted and dotless i, the long s, the Kelvin sign); tests/test_mail_features.py checks.
+_IPV4 = re.compile(r"(\d(?<![\d.]\d)\d{0,2})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\d.])")
 _RECEIVED_FROM = re.compile(r"\s*from\s+(\S{1,255})(?:\s+\(([^()]{0,512})\))?", re.I)
-_BY = re.compile(r"\bby\s", re.I)
-_WITH = re.compile(r"\bwith\s+([A-Za-z0-9-]{1,20})", re.I)
+_BY = re.compile(r"[Bb](?<!\w.)[Yy]\s")
+_WITH = re.compile("[Ww](?<!\\w.)[Ii\u0130\u0131][Tt][Hh]\\s+([A-Za-z0-9\u0130\u0131\u017f\u212a-]{1,20})")
 _MESSAGE_ID = re.compile(r"\s*<?([^<>@\s]{0,200})@([^<>@\s]{1,200})>")
 _PUNCT_RUN = re.compile(r"[^\w\s]{2,8}")
 _TZ = re.compile(r"(?:[+-]\d{4}|\b[A-Z]{1,5})\s*(?:\([^()]{0,40}\))?\s*$")
