@@ -34,6 +34,27 @@ UNICODE_SPACES = "\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "
 #: and every non-ASCII space made an ASCII one, so that what remains splits on ASCII whitespace alone.
 SPLIT_READY = dict(_SEPARATORS)
 SPLIT_READY.update({ord(c): " " for c in UNICODE_SPACES})
+_WIDE_SPACED = "".join(chr(c) for c, to in _SEPARATORS.items() if c >= 128 and to == " ")
+_WIDE_DELETED = "".join(chr(c) for c, to in _SEPARATORS.items() if c >= 128 and to is None)
+
+
+def _non_ascii_split_ready(text: str) -> str:
+    """``text.translate(_SEPARATORS)`` for text that is not all ASCII, several times faster: the ASCII
+    separators through the byte table on the UTF-8 bytes (a byte below 128 is always a whole ASCII
+    character there, and the table leaves the others alone), then the few non-ASCII ones replaced.
+
+    >>> _non_ascii_split_ready("“don’t”—café, ok?") == "“don’t”—café, ok?".translate(_SEPARATORS)
+    True
+    """
+    text = text.encode("utf-8", "surrogatepass").translate(ASCII_SEPARATORS, ASCII_DELETED).decode(
+        "utf-8", "surrogatepass")
+    for ch in _WIDE_DELETED:
+        if ch in text:
+            text = text.replace(ch, "")
+    for ch in _WIDE_SPACED:
+        if ch in text:
+            text = text.replace(ch, " ")
+    return text
 
 
 @dataclass(frozen=True)
@@ -123,7 +144,7 @@ class Tokenizer:
         if text.isascii():  # str.split after decoding: the same whitespace rules as the general path
             words = text.encode("ascii").translate(ASCII_SEPARATORS, ASCII_DELETED).decode("ascii").split()
         else:
-            words = text.translate(_SEPARATORS).split()
+            words = _non_ascii_split_ready(text).split()
         limit = self.max_token_length
         if words and max(map(len, words)) > limit:
             words = [w for w in words if len(w) <= limit]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -15,8 +16,9 @@ from hypothesis import strategies as st
 
 from sgm.model import MNB
 from sgm.model.mail import GROUPS, IGNORED_HEADERS, MailFeatures, MailLimits, MailOptions, mail_features
+from sgm.model.mail.content import _URL, _UUENCODE
 from sgm.model.mail.decode import sanitize
-from sgm.model.mail.features import clean_term
+from sgm.model.mail.features import clean_term, clean_terms
 from sgm.model.text import Tokenizer
 
 SPAM = (
@@ -249,6 +251,21 @@ def test_clean_term_is_the_full_normalization_for_every_term(term):
     assert clean_term(term) == " ".join(sanitize(term[:256]).split())[:128].rstrip()
 
 
+def test_clean_term_shortcut_holds_for_every_code_point():
+    """The shortcut takes any printable term (not only ASCII): no printable character is one the full
+    normalization blanks or splits on, checked for every code point alone and between letters and spaces."""
+    for code in range(0x110000):
+        ch = chr(code)
+        for term in (ch, "a" + ch + "b", "a " + ch, ch + " b"):
+            assert clean_term(term) == " ".join(sanitize(term[:256]).split())[:128].rstrip(), hex(code)
+
+
+@given(st.lists(term_text | st.sampled_from(["|", "| x", "x |", " ", "x ", " x", "a" * 128, "a" * 129]), max_size=12))
+def test_clean_terms_is_clean_term_of_each(terms):
+    """The one joined test of a message's terms gives what cleaning them one by one gives."""
+    assert clean_terms(list(terms)) == [clean_term(t) for t in terms]
+
+
 @settings(deadline=None, max_examples=60)
 @given(st.lists(st.sampled_from(["free", "offer", "now", "buy", "meds", "x"]), max_size=40), st.integers(1, 3),
        st.integers(1, 80))
@@ -267,3 +284,83 @@ def test_body_counts_are_the_word_by_word_counts_within_the_term_limit(words, ng
         elif len(expected) < max_terms:
             expected[word] = 1
     assert list(got.items()) == list(expected.items())
+
+
+_URL_AS_WRITTEN = re.compile(r"(?:\b(?:https?|ftp)://|\bwww\d{0,3}\.|\bmailto:)[^\s<>\"'\x7f]{1,500}", re.I)
+
+
+def test_url_pattern_letters_are_what_ignorecase_matches():
+    """Each letter class of the URL pattern holds exactly the characters re.I matches the letter by."""
+    classes = {"h": "Hh", "f": "Ff", "w": "Ww", "m": "Mm", "t": "Tt", "p": "Pp", "s": "Ss\u017f", "a": "Aa",
+               "i": "Ii\u0130\u0131", "l": "Ll", "o": "Oo"}
+    for letter, members in classes.items():
+        assert "".join(chr(c) for c in range(0x110000) if re.fullmatch(letter, chr(c), re.I)) == \
+               "".join(sorted(members))
+        assert f"[{members}]" in _URL.pattern
+
+
+_url_text = st.lists(st.sampled_from(["http://", "HTTPS://", "hTTp\u017f://", "ftp://", "FTP:/", "www.", "WWW12.",
+                                      "www1234.", "mailto:", "MA\u0130LTO:", "ma\u0131lto:", "x", "_", "é", "1", " ",
+                                      "\n", "<", ">", "\"", "'", "\x7f", ".", "a.example/p?q=1", "h", "w", "m"]),
+                     max_size=30).map("".join)
+
+
+@settings(max_examples=400)
+@given(_url_text)
+def test_url_pattern_finds_what_the_pattern_as_written_finds(text):
+    """The URL pattern written for speed finds the same spans as the plain one with re.I."""
+    assert [m.span() for m in _URL.finditer(text)] == [m.span() for m in _URL_AS_WRITTEN.finditer(text)]
+
+
+_UUENCODE_AS_WRITTEN = re.compile(r"^begin [0-7]{3,4} ([^\n]{1,200})$", re.M)
+
+
+@given(st.lists(st.sampled_from(["begin 644 a.exe", "begin 0755 b", "begin 12 c", "bbegin 644 x", "\n", "\r", " ",
+                                 "x", "b", "begin", "egin 644 y", "é"]), max_size=20).map("".join))
+def test_uuencode_pattern_finds_what_the_pattern_as_written_finds(text):
+    assert [m.span(1) for m in _UUENCODE.finditer(text)] == [m.span(1) for m in _UUENCODE_AS_WRITTEN.finditer(text)]
+
+
+def test_header_name_memo_stays_bounded_and_reads_new_names_alike():
+    """Invented field names fill the memo of name decisions only up to its bound; names past it
+    give the same terms as when they are remembered."""
+    from sgm.model.mail import headers
+    raw = b"".join(b"X-Invented-%d: word%d\n" % (i, i) for i in range(200)) + b"\nbody"
+    before = MailFeatures().extract(raw).terms
+    for start in range(0, headers._NAME_INFO_MAX + 1000, 200):
+        MailFeatures().extract(b"".join(b"X-Fill-%d: w\n" % (start + i) for i in range(200)) + b"\nbody")
+    assert len(headers._NAME_INFO) <= headers._NAME_INFO_MAX
+    assert MailFeatures().extract(raw.replace(b"Invented", b"Unseen")).terms == \
+           {k.replace("invented", "unseen").replace("Invented", "Unseen"): v for k, v in before.items()}
+
+
+_RECEIVED_AS_WRITTEN = {
+    "_IPV4": re.compile(r"(?<![\d.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\d.])"),
+    "_BY": re.compile(r"\bby\s", re.I),
+    "_WITH": re.compile(r"\bwith\s+([A-Za-z0-9-]{1,20})", re.I),
+}
+_received_text = st.lists(st.sampled_from(["by ", "BY\t", "xby ", "_by ", "with ", "WİTH  esmtp", "wıth \u212aS",
+                                           "with\u017f", "1.2.3.4", "10.0.0.255", ".1.2.3.4", "1.2.3.4.", "1234.5.6.7",
+                                           "\u0661.2.3.4", "9", ".", " ", "\n", "a", "é", "(", "[", "]", "-"]),
+                          max_size=20).map("".join)
+
+
+@settings(max_examples=400)
+@given(_received_text)
+def test_received_patterns_find_what_the_patterns_as_written_find(text):
+    from sgm.model.mail import headers
+
+    for name, written in _RECEIVED_AS_WRITTEN.items():
+        fast = getattr(headers, name)
+        assert [(m.span(), m.groups()) for m in fast.finditer(text)] == \
+               [(m.span(), m.groups()) for m in written.finditer(text)], name
+        assert bool(fast.fullmatch(text)) == bool(written.fullmatch(text)), name
+
+
+def test_received_pattern_classes_are_what_ignorecase_matches():
+    from sgm.model.mail import headers
+
+    for letters, written in (("[A-Za-z0-9-]", "[A-Za-z0-9\u0130\u0131\u017f\u212a-]"), ("i", "[Ii\u0130\u0131]")):
+        assert [c for c in range(0x110000) if re.fullmatch(letters, chr(c), re.I)] == \
+               [c for c in range(0x110000) if re.fullmatch(written, chr(c))]
+        assert written in headers._WITH.pattern

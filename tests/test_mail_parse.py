@@ -9,8 +9,11 @@ from __future__ import annotations
 import base64
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from sgm.model.mail import FLAGS, MailLimits, parse_message
+from sgm.model.mail.parse import WorkStats, _Reader
 from sgm.model.mail.decode import charset_codec, decode_base64, decode_header_text, decode_text
 
 
@@ -228,3 +231,29 @@ def test_every_flag_raised_here_is_documented():
 def test_non_bytes_input_is_a_type_error():
     with pytest.raises(TypeError):
         parse_message("a str is not a message")  # type: ignore[arg-type]
+
+
+_HEADER_LINES = st.sampled_from([b"Subject: hi", b"X-A:b", b"From : a@b.org", b" folded", b"\tmore  ", b"   ",
+                                 b"\r", b"", b"no field here", b"X-Long: " + b"y" * 40, b" " + b"z" * 30,
+                                 b"Bad Name: v", b"K:\r", b"X-" + b"n" * 250 + b": v",
+                                 b"X-Big: " + b"v" * 280, b" " * 290 + b"x", b" " + b"w" * 290,
+                                 b"X-Lead:" + b" " * 400 + b"q" * 200, b"X-Pad" + b" " * 260 + b": v"])
+
+
+@settings(max_examples=300, deadline=None)
+@example([b"X-Big: " + b"v" * 280, b" " * 290 + b"x"], b"\n\nbody", 300, 6, 2000)  # a continuation cut
+@example([b"X-A:b", b" folded", b"\tmore  "], b"\n\nbody", 12, 6, 2000)  # a folded value too long
+@example([b"X-Lead:" + b" " * 400 + b"q" * 200], b"\n\nbody", 300, 6, 2000)  # a field line cut
+@example([b"X-A:b", b"X-A:b", b"X-A:b"], b"\n\nbody", 80, 2, 2000)  # too many fields
+@example([b"X-A:b", b"X-Pad" + b" " * 260 + b": v"], b"\n\nbody", 600, 6, 2000)  # a colon past 256 bytes
+@given(st.lists(_HEADER_LINES, max_size=12), st.sampled_from([b"", b"\n", b"\n\nbody", b"\nbody\n\nmore"]),
+       st.sampled_from([4, 10, 12, 40, 80, 300, 600]), st.integers(1, 6), st.integers(20, 2000))
+def test_plain_header_block_reads_what_the_line_reader_reads(lines, tail, max_chars, max_headers, max_bytes):
+    """The shortcut for usual header blocks answers only where it gives the line-by-line reader's fields,
+    body start, flags and counters (every limit near the lines' sizes, lone CR lines, bad lines, no body)."""
+    data = b"\n".join(lines) + tail
+    limits = MailLimits(max_header_chars=max_chars, max_headers=max_headers, max_header_bytes=max_bytes)
+    fast, slow = _Reader(data, limits, WorkStats()), _Reader(data, limits, WorkStats())
+    slow.plain_header_block = lambda start, end: None  # the line-by-line reader alone
+    assert (fast.header_block(0, len(data)), fast.flags, fast.stats) == \
+           (slow.header_block(0, len(data)), slow.flags, slow.stats)

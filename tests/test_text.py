@@ -205,6 +205,24 @@ unicode_heavy = st.text(alphabet=st.sampled_from(
                           "—", "…", "·", "¿", "ǅ", "\u0301", "\U0001d400"]), max_size=60)
 
 
+@given(unicode_heavy | ascii_heavy, st.sampled_from(["", "\ud83d\ude00", "\udfff\ud800", "\u2019'"]))
+def test_non_ascii_separators_replaced_as_the_translate_table_does(text, extra):
+    """The byte-table route for text that is not all ASCII gives str.translate's result, lone and
+    paired surrogates included."""
+    from sgm.model.text import _SEPARATORS, _non_ascii_split_ready
+
+    text = text + extra + "é"
+    assert _non_ascii_split_ready(text) == text.translate(_SEPARATORS)
+
+
+def test_non_ascii_separators_for_every_code_point():
+    from sgm.model.text import _SEPARATORS, _non_ascii_split_ready
+
+    for code in range(0x110000):
+        text = "a" + chr(code) + "b’\xa0é"
+        assert _non_ascii_split_ready(text) == text.translate(_SEPARATORS), hex(code)
+
+
 @settings(deadline=None)  # the first call compiles the kernels
 @given(st.lists(unicode_heavy, min_size=1, max_size=4), st.integers(1, 2), st.integers(1, 4), st.booleans(),
        st.booleans())

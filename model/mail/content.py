@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .headers import domain_suffixes, shape
+from .headers import shape, suffixes_of
 from .html import html_to_text
 from .parse import ParsedMessage, Part
 
@@ -23,13 +23,21 @@ __all__ = ["Bodies", "attachment_tokens", "mime_tokens", "read_bodies", "url_tok
 Emit = Callable[[str], None]
 
 _LOOKS_HTML = re.compile(r"<(?:html|body|head|br|p|div|font|table|a\s+href|img\s)\b", re.I)
-_URL = re.compile(r"(?:\b(?:https?|ftp)://|\bwww\d{0,3}\.|\bmailto:)[^\s<>\"'\x7f]{1,500}", re.I)
+# URLs in text: what r"(?:\b(?:https?|ftp)://|\bwww\d{0,3}\.|\bmailto:)[^\s<>\"'\x7f]{1,500}" with re.I finds,
+# written so that the engine can skip to the next h, f, w or m in C (a pattern that starts with \b or
+# re.I's case-folded letters cannot): the letters as the classes re.I matches them by (the long s and the
+# dotted and dotless i too), the \b before the first letter as "the character before it is no word
+# character". tests/test_mail_features.py checks it against the pattern above.
+_URL = re.compile("[HhFfWwMm](?<!\\w.)(?:(?<=[Hh])[Tt][Tt][Pp][Ss\u017f]?://|(?<=[Ff])[Tt][Pp]://"
+                  "|(?<=[Ww])[Ww][Ww]\\d{0,3}\\.|(?<=[Mm])[Aa][Ii\u0130\u0131][Ll][Tt][Oo]:)[^\\s<>\"'\x7f]{1,500}")
 _URL_TRAILING = ".,;:!?)'\"]}>"
 _SCHEME = re.compile(r"([a-z][a-z0-9+.-]{0,15}):", re.I)
 _PATH_PIECE = re.compile(r"[A-Za-z0-9]{2,20}")
 _EXTENSION = re.compile(r"\.([A-Za-z0-9]{1,10})$")
 _DOUBLE_EXTENSION = re.compile(r"\.[A-Za-z0-9]{2,4}\.(?:exe|scr|pif|com|bat|vbs|js|cmd|lnk|hta|cpl)$", re.I)
-_UUENCODE = re.compile(r"^begin [0-7]{3,4} ([^\n]{1,200})$", re.M)
+# A uuencoded file's first line, r"^begin [0-7]{3,4} ([^\n]{1,200})$" with re.M written to start with its
+# literal 'b' (the engine then skips to the next 'b' in C): a 'b' with no character but a newline before it.
+_UUENCODE = re.compile(r"b(?<![^\n]b)egin [0-7]{3,4} ([^\n]{1,200})$", re.M)
 _DECIMAL_HOST = re.compile(r"(?:0x[0-9a-f]{1,8}|\d{6,10})")
 _IPV4_HOST = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
 
@@ -135,7 +143,7 @@ def _url(url: str, emit: Emit) -> str:
         address = url[7:].split("?", 1)[0]
         emit("url.scheme:mailto")
         if "@" in address:
-            for suffix in domain_suffixes(address.rsplit("@", 1)[1])[:2]:
+            for suffix in suffixes_of(address.rsplit("@", 1)[1])[:2]:
                 emit("mailto.dom:" + suffix)
         return ""
     if scheme and not url[len(scheme) + 1:].startswith("//"):
@@ -157,7 +165,7 @@ def _url(url: str, emit: Emit) -> str:
     if _IPV4_HOST.fullmatch(host) or _DECIMAL_HOST.fullmatch(host):
         emit("url:ip")
     else:
-        suffixes = domain_suffixes(host)
+        suffixes = suffixes_of(host)
         if not suffixes:
             emit("url:bad-host")
         for suffix in suffixes:

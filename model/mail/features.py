@@ -40,13 +40,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Mapping
 
 from ..text import Tokenizer
 from .decode import sanitize
 from .content import attachment_tokens, mime_tokens, read_bodies, url_tokens
 from .flags import FLAGS
-from .headers import address_tokens, header_tokens, received_tokens, subject_tokens
+from .headers import address_tokens, field_index, header_tokens, received_tokens, subject_tokens
 from .parse import MailLimits, WorkStats, parse_message
 
 __all__ = ["GROUPS", "MAIL_CONFIG", "MailExtraction", "MailFeatures", "MailOptions", "mail_features",
@@ -191,33 +192,25 @@ class MailFeatures:
         groups = set(opts.groups)
         msg = parse_message(raw, limits)
         flags = list(msg.flags)
-        terms: dict[str, float] = {}
         weight = float(opts.meta_weight)
         max_terms = limits.max_terms
         dropped = False
 
         capacity = max(0, max_terms - len(FLAGS)) if "flags" in groups else max_terms  # room for the flags
-
-        def emit(term: str) -> None:
-            nonlocal dropped
-            term = clean_term(term)
-            if term in terms:
-                return
-            if len(terms) >= capacity:
-                dropped = True
-                return
-            terms[term] = weight
+        emitted: list[str] = []
+        emit = emitted.append  # the groups' terms in order; cleaned, deduplicated and capped once below
 
         fields = msg.headers
+        index = field_index(fields)
         header_flags: list[str] = []
         sink = emit if "subject" in groups else _ignore
-        subject = subject_tokens(fields, sink, header_flags)
+        subject = subject_tokens(fields, sink, header_flags, index)
         if "headers" in groups:
-            header_tokens(fields, emit, header_flags)
+            header_tokens(fields, emit, header_flags, index)
         if "addresses" in groups:
-            address_tokens(fields, emit, header_flags)
+            address_tokens(fields, emit, header_flags, index)
         if "received" in groups:
-            received_tokens(fields, emit, opts.received_hops)
+            received_tokens(fields, emit, opts.received_hops, index)
         bodies = read_bodies(msg, limits.max_html_tags, limits.max_urls)
         if "mime" in groups:
             mime_tokens(msg, bodies, emit)
@@ -229,17 +222,24 @@ class MailFeatures:
         if "urls" in groups:
             msg.stats.urls = url_tokens(bodies.text, bodies.links, emit, limits.max_urls)
         msg.stats.html_tags = bodies.html_tags
+        terms = dict.fromkeys(clean_terms(emitted), weight)  # first occurrence kept, as one by one
+        if len(terms) > capacity:  # a new term arrived when the mapping was full: it and the later ones dropped
+            dropped = True
+            terms = dict(islice(terms.items(), capacity))
         flags = sorted(set(flags) | set(header_flags) | set(bodies.flags))
         if "body" in groups:
             words = self.tokenizer.tokens(subject + "\n\n" + bodies.text if subject else bodies.text)
             counted = Counter(words)  # first-occurrence order, as the word-by-word loop inserts them
             if len(terms) + len(counted) <= capacity:
-                for word, count in counted.items():
-                    if word in terms:  # a header term's float weight: add 1 per occurrence, as the loop does
-                        for _ in range(count):
-                            terms[word] += 1
-                    else:
-                        terms[word] = count
+                if terms.keys().isdisjoint(counted.keys()):  # always: body words hold no ':', other terms do
+                    terms.update(counted)
+                else:
+                    for word, count in counted.items():
+                        if word in terms:  # a header term's float weight: add 1 per occurrence, as the loop does
+                            for _ in range(count):
+                                terms[word] += 1
+                        else:
+                            terms[word] = count
             else:
                 for word in words:
                     if word in terms:
@@ -264,10 +264,31 @@ def clean_term(term: str) -> str:
     >>> clean_term(" from.name:\\tcheap\\x00  meds "), clean_term("hdr:X-Mailer")
     ('from.name: cheap meds', 'hdr:X-Mailer')
     """
-    if (len(term) <= _MAX_TERM_CHARS and term.isascii() and term.isprintable() and "  " not in term
+    # Printable text holds no control character nor lone surrogate (sanitize's targets) and no whitespace
+    # but the ASCII space (split's separators): nothing below changes such a term when it is short and
+    # single-spaced, and this test is much cheaper (every code point checked, tests/test_mail_features.py).
+    if (len(term) <= _MAX_TERM_CHARS and term.isprintable() and "  " not in term
             and term[:1] != " " and term[-1:] != " "):
-        return term  # most terms: nothing below would change them, and this test is much cheaper
+        return term
     return " ".join(sanitize(term[: 2 * _MAX_TERM_CHARS]).split())[:_MAX_TERM_CHARS].rstrip()
+
+
+def clean_terms(terms: list[str]) -> list[str]:
+    """``[clean_term(t) for t in terms]``, with one test of them all joined for the usual case where
+    none changes: joined by ``|`` (printable, not a space), they are all printable iff the join is, no
+    term holds two spaces iff the join does not, none starts (ends) with a space iff the join does not
+    and holds no ``"| "`` (``" |"``).
+
+    >>> clean_terms(["hdr:X-Mailer", "subj:FREE"]), clean_terms(["a:x", "b: \\x00y"])
+    (['hdr:X-Mailer', 'subj:FREE'], ['a:x', 'b: y'])
+    """
+    if not terms:
+        return terms
+    joined = "|".join(terms)
+    if (joined.isprintable() and "  " not in joined and "| " not in joined and " |" not in joined
+            and joined[:1] != " " and joined[-1:] != " " and max(map(len, terms)) <= _MAX_TERM_CHARS):
+        return terms
+    return list(map(clean_term, terms))
 
 
 def _ignore(term: str) -> None:

@@ -27,13 +27,14 @@ collected):
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Callable
 
 from ..text import Tokenizer
 from .decode import decode_header_text
 
-__all__ = ["IGNORED_HEADERS", "address_tokens", "domain_suffixes", "header_tokens", "received_tokens", "shape",
-           "subject_tokens"]
+__all__ = ["IGNORED_HEADERS", "address_tokens", "domain_suffixes", "field_index", "header_tokens", "received_tokens",
+           "shape", "subject_tokens"]
 
 Emit = Callable[[str], None]
 Fields = list[tuple[str, bytes]]
@@ -71,15 +72,22 @@ _CASED_WORDS = Tokenizer(lowercase=False)
 _ADDRESS = re.compile(r"([\w.+=!#$%&'*/?^`{|}~-]{1,64})@([A-Za-z0-9][A-Za-z0-9.-]{0,252})")
 _NAME_JUNK = re.compile(r"<[^<>]{0,400}>|[\w.+=!#$%&'*/?^`{|}~-]{1,64}@[A-Za-z0-9.-]{1,253}|[\"()<>]")
 _HOST = re.compile(r"[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63}){0,10}")
-_IPV4 = re.compile(r"(?<![\d.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\d.])")
+# Written to start with a digit, which the engine skips to in C (a pattern that starts with a lookbehind, \b or
+# re.I's case-folded letters is tried at every character): _IPV4 is r"(?<![\d.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.
+# (\d{1,3})(?![\d.])", _BY r"\bby\s" and _WITH r"\bwith\s+([A-Za-z0-9-]{1,20})", both with re.I (its letter
+# classes spelt out: the dotted and dotless i, the long s, the Kelvin sign); tests/test_mail_features.py checks.
+_IPV4 = re.compile(r"(\d(?<![\d.]\d)\d{0,2})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\d.])")
 _RECEIVED_FROM = re.compile(r"\s*from\s+(\S{1,255})(?:\s+\(([^()]{0,512})\))?", re.I)
-_BY = re.compile(r"\bby\s", re.I)
-_WITH = re.compile(r"\bwith\s+([A-Za-z0-9-]{1,20})", re.I)
+_BY = re.compile(r"[Bb](?<!\w.)[Yy]\s")
+_WITH = re.compile("[Ww](?<!\\w.)[Ii\u0130\u0131][Tt][Hh]\\s+([A-Za-z0-9\u0130\u0131\u017f\u212a-]{1,20})")
 _MESSAGE_ID = re.compile(r"\s*<?([^<>@\s]{0,200})@([^<>@\s]{1,200})>")
 _PUNCT_RUN = re.compile(r"[^\w\s]{2,8}")
 _TZ = re.compile(r"(?:[+-]\d{4}|\b[A-Z]{1,5})\s*(?:\([^()]{0,40}\))?\s*$")
 _SHAPE = [("A" if chr(c).isupper() else "a") if chr(c).isalpha() else ("9" if chr(c).isdigit() else chr(c))
           for c in range(128)]
+_VERSION = re.compile(r"[\d.]+")
+_NOT_NAME = re.compile(r"[^a-z0-9-]")
+_NOT_TOKEN = re.compile(r"[^a-z0-9_-]")
 _MAX_WORDS_PER_FIELD = 16
 _MAX_ADDRESSES = 16
 
@@ -107,14 +115,20 @@ def domain_suffixes(host: str) -> list[str]:
     >>> domain_suffixes("Mail.Example.co.UK."), domain_suffixes("localhost"), domain_suffixes("bad host")
     (['co.uk', 'example.co.uk', 'mail.example.co.uk'], ['localhost'], [])
     """
+    return list(suffixes_of(host))
+
+
+@lru_cache(maxsize=4096)  # hosts recur within and across messages (relays, senders, links)
+def suffixes_of(host: str) -> tuple[str, ...]:
+    """:func:`domain_suffixes` as a tuple, memoized."""
     host = host.strip().strip(".").lower()
     if not _HOST.fullmatch(host):
-        return []
+        return ()
     labels = host.split(".")
     out = [".".join(labels[-k:]) for k in (2, 3) if len(labels) >= k]
     if not out or out[-1] != host:
         out.append(host)
-    return out
+    return tuple(out)
 
 
 def is_ignored(name: str) -> bool:
@@ -127,8 +141,38 @@ def is_ignored(name: str) -> bool:
     return lower in _IGNORED_EXACT or lower.startswith(_IGNORED_PREFIXES)
 
 
-def _values(fields: Fields, name: str) -> list[bytes]:
-    return [value for key, value in fields if key.lower() == name]
+def field_index(fields: Fields) -> dict[str, list[bytes]]:
+    """The raw values of ``fields`` by lower-case name, in order (what the groups look fields up in).
+
+    >>> field_index([("To", b"a"), ("Subject", b"s"), ("to", b"b")])
+    {'to': [b'a', b'b'], 'subject': [b's']}
+    """
+    index: dict[str, list[bytes]] = {}
+    for name, value in fields:
+        lower = name.lower()
+        if lower in index:
+            index[lower].append(value)
+        else:
+            index[lower] = [value]
+    return index
+
+
+_NAME_INFO: dict[str, tuple[bool, str | None]] = {}  # field name as written -> (ignored, word-term prefix or None)
+_NAME_INFO_MAX = 4096  # names seen past this many are worked out each time, not kept
+
+
+def _name_info(name: str) -> tuple[bool, str | None]:
+    """Whether a field is ignored, and the ``h.<name>:`` prefix of its words (``None``: its words are not read)."""
+    info = _NAME_INFO.get(name)
+    if info is None:
+        lower = name.lower()
+        ignored = is_ignored(lower)
+        key = (None if lower in _OWN_GROUP or ignored or _PRESENCE_ONLY.search(lower)
+               else "h." + _NOT_NAME.sub("", lower)[:40] + ":")
+        info = (ignored, key)
+        if len(_NAME_INFO) < _NAME_INFO_MAX:
+            _NAME_INFO[name] = info
+    return info
 
 
 def _size_bucket(n: int) -> str:
@@ -136,7 +180,7 @@ def _size_bucket(n: int) -> str:
 
 
 # ---------------------------------------------------------------- headers group
-def header_tokens(fields: Fields, emit: Emit, flags: list[str]) -> None:
+def header_tokens(fields: Fields, emit: Emit, flags: list[str], index: dict[str, list[bytes]] | None = None) -> None:
     """Field names as written (case kept), Message-ID host and shape, Date shape and zone,
     the mailer, and the words of every other field not ignored, as ``h.<name>:<word>``.
 
@@ -149,16 +193,18 @@ def header_tokens(fields: Fields, emit: Emit, flags: list[str]) -> None:
      'mailer.name:foo mail N', 'msgid.dom:example.com', 'msgid.dom:mx.example.com', 'msgid.shape:9a9$a', 'date:none',
      'h.organization:fans', 'h.organization:of', 'h.organization:example']
     """
-    for name, _value in fields:
-        if not is_ignored(name):
+    index = field_index(fields) if index is None else index
+    infos = [_name_info(name) for name, _value in fields]
+    for (name, _value), (ignored, _key) in zip(fields, infos):
+        if not ignored:
             emit("hdr:" + name[:40])
     for field in _MAILER_FIELDS:
-        for value in _values(fields, field)[:1]:
+        for value in index.get(field, ())[:1]:
             text = " ".join(decode_header_text(value, flags).lower().split())[:60]
             if text:
                 emit("mailer:" + text)
-                emit("mailer.name:" + re.sub(r"[\d.]+", "N", text))
-    ids = _values(fields, "message-id")
+                emit("mailer.name:" + _VERSION.sub("N", text))
+    ids = index.get("message-id", ())
     if not ids:
         emit("msgid:none")
     for value in ids[:1]:
@@ -168,10 +214,10 @@ def header_tokens(fields: Fields, emit: Emit, flags: list[str]) -> None:
             emit("msgid:invalid")
             emit("msgid.shape:" + shape(text.strip("<>").split("@", 1)[0]))
         else:
-            for suffix in domain_suffixes(match.group(2)) or ["invalid"]:
+            for suffix in suffixes_of(match.group(2)) or ("invalid",):
                 emit("msgid.dom:" + suffix)
             emit("msgid.shape:" + shape(match.group(1)))
-    dates = _values(fields, "date")
+    dates = index.get("date", ())
     if not dates:
         emit("date:none")
     for value in dates[:1]:
@@ -179,17 +225,15 @@ def header_tokens(fields: Fields, emit: Emit, flags: list[str]) -> None:
         emit("date.shape:" + shape(text, 32))
         zone = _TZ.search(text)
         emit("date.tz:" + (zone.group(0).split("(")[0].strip()[:8] if zone else "none"))
-    for name, value in fields:
-        lower = name.lower()
-        if lower in _OWN_GROUP or is_ignored(lower) or _PRESENCE_ONLY.search(lower):
+    for (_name, value), (_ignored, key) in zip(fields, infos):
+        if key is None:
             continue
-        key = "h." + re.sub(r"[^a-z0-9-]", "", lower)[:40] + ":"
         for word in _WORDS.tokens(decode_header_text(value, flags))[:_MAX_WORDS_PER_FIELD]:
             emit(key + word)
 
 
 # ---------------------------------------------------------------- addresses group
-def address_tokens(fields: Fields, emit: Emit, flags: list[str]) -> None:
+def address_tokens(fields: Fields, emit: Emit, flags: list[str], index: dict[str, list[bytes]] | None = None) -> None:
     """Sender and recipient addresses: domains (``from.dom:``), sender local parts and their
     shapes, display-name words, counts of recipients, absence, and whether Reply-To, Return-Path
     and Message-ID share the From domain.
@@ -203,9 +247,10 @@ def address_tokens(fields: Fields, emit: Emit, flags: list[str]) -> None:
      'replyto.ushape:a', 'replyto:noname', 'retpath:none', 'to.dom:x.org', 'to.dom:x.org', 'to.n:2', 'to:noname',
      'cc:none', 'rel.replyto:diff']
     """
+    index = field_index(fields) if index is None else index
     first_domain: dict[str, str] = {}
     for field, prefix in ADDRESS_FIELDS.items():
-        values = _values(fields, field)
+        values = index.get(field, ())
         if not values:
             if field in _NONE_WHEN_ABSENT:
                 emit(prefix + ":none")
@@ -218,7 +263,7 @@ def address_tokens(fields: Fields, emit: Emit, flags: list[str]) -> None:
             emit(prefix + ":noaddr")
         for local, domain in addresses:
             domain = domain.rstrip(".-")
-            suffixes = domain_suffixes(domain)
+            suffixes = suffixes_of(domain)
             for suffix in suffixes:
                 emit(f"{prefix}.dom:{suffix}")
             if suffixes:
@@ -233,10 +278,10 @@ def address_tokens(fields: Fields, emit: Emit, flags: list[str]) -> None:
             emit(f"{prefix}.name:{word}")
         if not name_words:
             emit(prefix + ":noname")
-    ids = _values(fields, "message-id")
+    ids = index.get("message-id", ())
     if ids:
         match = _MESSAGE_ID.match(ids[0].decode("latin-1"))
-        suffixes = domain_suffixes(match.group(2)) if match else []
+        suffixes = suffixes_of(match.group(2)) if match else ()
         if suffixes:
             first_domain["message-id"] = suffixes[0]
     sender = first_domain.get("from")
@@ -247,7 +292,7 @@ def address_tokens(fields: Fields, emit: Emit, flags: list[str]) -> None:
 
 
 # ---------------------------------------------------------------- received group
-def received_tokens(fields: Fields, emit: Emit, hops: int = 2) -> None:
+def received_tokens(fields: Fields, emit: Emit, hops: int = 2, index: dict[str, list[bytes]] | None = None) -> None:
     """Sender-side evidence of the ``Received`` chain: of the ``hops`` earliest hops (0 = all),
     the HELO name, reverse-DNS name and IP prefixes (/8 to /32) of the sending host, the protocol,
     "unknown" reverse DNS, HELO/reverse-DNS disagreement and sendmail's "may be forged"; plus
@@ -263,7 +308,7 @@ def received_tokens(fields: Fields, emit: Emit, hops: int = 2) -> None:
      'rcvd.helo:helo.spam.example', 'rcvd.rdns:isp.example', 'rcvd.rdns:host.isp.example', 'rcvd.helo-rdns:diff',
      'rcvd.ip:198', 'rcvd.ip:198.51', 'rcvd.ip:198.51.100', 'rcvd.ip:198.51.100.7', 'rcvd.with:smtp']
     """
-    chain = _values(fields, "received")
+    chain = (field_index(fields) if index is None else index).get("received", [])
     emit("rcvd.n:" + _size_bucket(len(chain)))
     chosen = chain[-hops:] if hops > 0 else chain
     for value in chosen:
@@ -271,14 +316,14 @@ def received_tokens(fields: Fields, emit: Emit, hops: int = 2) -> None:
         by = _BY.search(text)
         sender_side = text[: by.start()] if by else text
         match = _RECEIVED_FROM.match(sender_side)
-        helo_suffixes: list[str] = []
-        rdns_suffixes: list[str] = []
+        helo_suffixes: tuple[str, ...] = ()
+        rdns_suffixes: tuple[str, ...] = ()
         if match:
             helo = match.group(1).strip("[]()")
             if _IPV4.fullmatch(helo):
                 emit("rcvd.helo:ip")
             else:
-                helo_suffixes = domain_suffixes(helo)
+                helo_suffixes = suffixes_of(helo)
                 for suffix in helo_suffixes:
                     emit("rcvd.helo:" + suffix)
             inside = (match.group(2) or "").strip()
@@ -286,7 +331,7 @@ def received_tokens(fields: Fields, emit: Emit, hops: int = 2) -> None:
             if rdns.lower() == "unknown":
                 emit("rcvd.rdns:unknown")
             elif rdns and not _IPV4.fullmatch(rdns) and "." in rdns:
-                rdns_suffixes = domain_suffixes(rdns)
+                rdns_suffixes = suffixes_of(rdns)
                 for suffix in rdns_suffixes:
                     emit("rcvd.rdns:" + suffix)
         if helo_suffixes and rdns_suffixes:
@@ -303,7 +348,7 @@ def received_tokens(fields: Fields, emit: Emit, hops: int = 2) -> None:
 
 
 # ---------------------------------------------------------------- subject group
-def subject_tokens(fields: Fields, emit: Emit, flags: list[str]) -> str:
+def subject_tokens(fields: Fields, emit: Emit, flags: list[str], index: dict[str, list[bytes]] | None = None) -> str:
     """Subject words with case kept (``FREE`` is not ``free`` here), runs of punctuation
     (``!!!``, ``$$``), encoded-word charsets; returns the decoded subject.
 
@@ -313,7 +358,7 @@ def subject_tokens(fields: Fields, emit: Emit, flags: list[str]) -> str:
     >>> out
     ['subj:FREE', 'subj:cash', 'subj.punct:!!!', 'subj.cs:iso-8859-1']
     """
-    values = _values(fields, "subject")
+    values = (field_index(fields) if index is None else index).get("subject", ())
     if not values:
         emit("subj:none")
         return ""
@@ -327,5 +372,5 @@ def subject_tokens(fields: Fields, emit: Emit, flags: list[str]) -> str:
     for run in _PUNCT_RUN.findall(subject)[:8]:
         emit("subj.punct:" + run)
     for charset in charsets[:4]:
-        emit("subj.cs:" + re.sub(r"[^a-z0-9_-]", "", charset)[:24])
+        emit("subj.cs:" + _NOT_TOKEN.sub("", charset)[:24])
     return subject

@@ -200,6 +200,7 @@ class ParsedMessage:
 
 
 _FIELD = re.compile(rb"([!-9;-~]{1,200})[ \t]*:")
+_FIELD_LINES = re.compile(rb"([!-9;-~]{1,200})([ \t]*):([^\n]*)\n((?:[ \t][^\n]*\n)*)")  # field, continuations
 _TYPE = re.compile(r"\s*([^\s;/\"]{1,100})\s*/\s*([^\s;\"]{1,100})")
 _PARAM = re.compile(r";\s*([^\s=;\"]{1,100})\s*=\s*(\"(?:[^\"\\]|\\.){0,512}\"|[^\s;\"]{0,512})")
 _PARAM_VALUE_CHARS = 1024
@@ -228,6 +229,9 @@ class _Reader:
     # ------------------------------------------------------------ header blocks
     def header_block(self, start: int, end: int) -> tuple[list[tuple[str, bytes]], int]:
         """Fields of the header block at ``start`` and where the body begins."""
+        plain = self.plain_header_block(start, end)
+        if plain is not None:
+            return plain
         data, limits = self.data, self.limits
         limit = min(end, start + limits.max_header_bytes)
         fields_: list[tuple[str, list[bytes], int]] = []
@@ -286,6 +290,54 @@ class _Reader:
             out.append((name, value))
         self.stats.header_fields += len(out)
         return out, body
+
+    def plain_header_block(self, start: int, end: int) -> tuple[list[tuple[str, bytes]], int] | None:
+        """:meth:`header_block`'s result for the usual block, ``None`` (and nothing done) for any other.
+
+        Usual: a blank line ends the block within ``max_header_bytes``, every line before it is a field
+        or a continuation of one (a lone CR, which ends a block too, is neither), no line is longer than
+        ``max_header_chars``, no continuation would be cut, no field's value is longer than that limit and
+        there are at most ``max_headers`` fields. Then the line-by-line reader raises no flag, cuts
+        nothing, and reads the same fields as this one, which finds them with one regular expression.
+        """
+        data, limits = self.data, self.limits
+        if data[start:start + 1] == b"\n":
+            return None
+        blank = data.find(b"\n\n", start, min(end, start + limits.max_header_bytes))
+        if blank < 0:
+            return None
+        block = data[start:blank + 1]
+        max_chars = limits.max_header_chars
+        found = _FIELD_LINES.findall(block)  # the block as fields, each with its continuation lines
+        if len(found) > limits.max_headers:
+            return None
+        out = []
+        covered = 0
+        for name, spaces, rest, more in found:
+            head = len(name) + len(spaces) + 1
+            if head > 256:  # the line reader looks for the colon within a line's first 256 bytes
+                return None
+            covered += head + len(rest) + 1 + len(more)
+            if head + len(rest) > max_chars:
+                return None
+            value = rest.strip()
+            if more:
+                pieces, size = [value], len(value)
+                for line in more[:-1].split(b"\n"):
+                    if len(line) > max_chars or size >= max_chars or len(line) > max_chars - size + _SLACK:
+                        return None
+                    piece = line.strip()
+                    pieces.append(piece)
+                    size += len(piece) + 1
+                value = b" ".join(p for p in pieces if p)
+            if len(value) > max_chars:
+                return None
+            out.append((name.decode("ascii"), value))
+        if covered != len(block):  # a line that is neither a field nor a continuation (or one before any field)
+            return None
+        self.stats.bytes_scanned += blank + 2 - start
+        self.stats.header_fields += len(out)
+        return out, blank + 2
 
     # ------------------------------------------------------------ one entity
     def entity(self, start: int, end: int, depth: int, parent: int, default_type: str) -> tuple[Part, list]:
