@@ -130,6 +130,10 @@ def watcher_of(pid: int) -> int | None:
     """
     try:
         children = open(f"/proc/{pid}/task/{pid}/children").read().split()
+    except FileNotFoundError:  # a kernel without CONFIG_PROC_CHILDREN (or no such process): every process is a candidate
+        if not os.path.exists(f"/proc/{pid}"):
+            return None
+        children = [entry for entry in os.listdir("/proc") if entry.isdigit()]
     except OSError:
         return None
     for child in children:
@@ -138,7 +142,10 @@ def watcher_of(pid: int) -> int | None:
         except OSError:
             continue
         if len(argv) > 4 and argv[3].endswith(b"crash_watch.py") and argv[4] == str(pid).encode():
-            state = open(f"/proc/{child}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
+            try:
+                state = open(f"/proc/{child}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue  # it ended meanwhile
             if state != b"Z":
                 return int(child)
     return None

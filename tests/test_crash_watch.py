@@ -160,3 +160,22 @@ def test_a_kill_in_the_first_moments_is_said_too(tmp_path):
             process.kill()
         process.wait()
     assert "killed by SIGKILL" in line, line
+
+
+def test_the_watcher_is_found_without_proc_children_too(tmp_path, monkeypatch):
+    # a kernel without CONFIG_PROC_CHILDREN has no /proc/PID/task/PID/children: every process is looked at instead
+    process, log = _serve_waiting_for_a_broker(tmp_path)
+    try:
+        found = crash_watch.watcher_of(process.pid)
+        real_open = open
+
+        def no_children(path, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+            if str(path).endswith("/children"):
+                raise FileNotFoundError(path)
+            return real_open(path, *args, **kwargs)
+
+        monkeypatch.setattr(crash_watch, "open", no_children, raising=False)
+        assert crash_watch.watcher_of(process.pid) == found is not None
+        assert crash_watch.watcher_of(0) is None
+    finally:
+        terminate(process)
