@@ -115,3 +115,36 @@ def test_a_stall_while_the_broker_does_not_answer_skips_nothing(tmp_path, caplog
     with caplog.at_level(logging.WARNING, logger="sgm.service"):
         watch.check({0: 3})  # the stall's clock restarted at the probe: no second probe a second later
     assert not any("probing" in m for m in caplog.messages)
+
+
+def test_a_scoring_skip_whose_commit_was_lost_is_committed_again_not_dead_lettered_again(tmp_path, monkeypatch):
+    """Seen in a full-suite run (tests/test_output_limits.py): the commit past a skipped scoring record failed
+    after the rebalance its broken consumer caused, the partition stalled again at the record, and it was
+    probed and dead-lettered a second time. Now the watch remembers the offset it skipped: found stalled there
+    again, it commits past it again (``commit_past``) without a probe or a second dead letter."""
+    from sgm.consumers.prometheus import ServiceMetrics
+    from sgm.consumers.service import stalls
+    from sgm.stream.kafka import TopicPartition
+
+    cfg = memory_config(f"lost-{uuid.uuid4().hex[:8]}", str(tmp_path), role="classifier", poison_timeout=5.0)
+    now, probes, letters, commits = [100.0], [], [], []
+
+    def probe(side, config, connections, metrics, tp, offset, stalled_for, skip):  # noqa: ANN001
+        probes.append(offset)
+        skip(tp, offset, "unfetchable")
+        return "skipped"
+
+    monkeypatch.setattr(stalls, "probe_stalled", probe)
+    watch = stalls.ScoringStallWatch(cfg, None, ServiceMetrics("classifier"),
+                                     lambda tp, offset, detail: letters.append(offset),
+                                     lambda tp, offset: commits.append(offset), clock=lambda: now[0])
+    tp = TopicPartition("score", 0)
+    for _ in range(2):  # stalled at offset 0 with records waiting, twice: the commit past it never lands
+        watch.check({tp: (0, 6)})
+        now[0] += 6.0
+        watch.check({tp: (0, 6)})
+    assert probes == [0] and letters == [0]  # one probe, one dead letter
+    assert commits == [0]  # the second stall: committed past again
+    now[0] += 6.0
+    watch.check({tp: (1, 6)})  # it moved on: nothing more
+    assert probes == [0] and letters == [0] and commits == [0]

@@ -124,7 +124,8 @@ class Service:
         self.training_log = TrainingLog(config, self.state, self.connections)
         self.training.on_below = self._records_below_offsets
         self.stalls = StallWatch(config, self.state, self.connections, self.metrics, self.training.skip_unfetchable)
-        self.score_stalls = ScoringStallWatch(config, self.connections, self.metrics, self.scoring.skip_unfetchable)
+        self.score_stalls = ScoringStallWatch(config, self.connections, self.metrics, self.scoring.skip_unfetchable,
+                                              self.scoring.commit_past)
         self.exit_status = 0  # 1 once a snapshot needed at shutdown could not be written
 
     # ------------------------------------------------------------------ what callers read

@@ -150,6 +150,10 @@ class Scoring:
         self.errors.stage = "score_flush"
         self.connections.producer.flush()  # a failure raises: the stall is found and probed again later
         self.metrics.record_rejection(ApplyReason.UNFETCHABLE.value, "score", dead_lettered=True)
+        self.commit_past(tp, offset)
+
+    def commit_past(self, tp: TopicPartition, offset: int) -> None:
+        """Commit past the record at ``offset`` and join the group again (the consumer that met it is broken)."""
         self.checkpoint.commit_batch({tp: offset + 1})
         self.connections.rejoin()
 

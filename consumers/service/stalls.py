@@ -91,13 +91,19 @@ class ScoringStallWatch:
     group's committed offset) and end offset. A position that does not move for ``--poison-timeout``
     while records wait is probed as above; an unfetchable record is handed to ``skip(tp, offset,
     detail)`` (dead letter, commit past it, join the group again), a fetchable one makes the classifier
-    join the group again (its consumer was stuck).
+    join the group again (its consumer was stuck). A partition found stalled again at the record it skipped
+    (the commit past it was lost, e.g. to the rebalance the broken consumer caused) is committed past again
+    by ``commit_past(tp, offset)``, without a second probe or dead letter.
     """
 
     def __init__(self, config: ServiceConfig, connections: Connections, metrics: ServiceMetrics,
-                 skip: Callable[[TopicPartition, int, str], None], clock: Callable[[], float] = time.monotonic) -> None:
+                 skip: Callable[[TopicPartition, int, str], None],
+                 commit_past: Callable[[TopicPartition, int], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.config, self.connections, self.metrics, self.skip, self.clock = config, connections, metrics, skip, clock
+        self.commit_past = commit_past
         self.progress: dict[TopicPartition, tuple[int, float]] = {}  # position, since when it has not moved
+        self.skipped: dict[TopicPartition, int] = {}  # the offset last skipped (dead-lettered) per partition
 
     def check(self, positions: dict[TopicPartition, tuple[int, int]]) -> None:
         now = self.clock()
@@ -107,12 +113,20 @@ class ScoringStallWatch:
             stalled_for = stalled_seconds(self.progress, tp, position, end, now, self.config.poison_timeout)
             if stalled_for is None:
                 continue
+            if self.skipped.get(tp) == position and self.commit_past is not None:
+                log.warning("scoring partition still at the record it skipped (the commit past it was lost): "
+                            "committing past it again", extra={"topic": tp.topic, "partition": tp.partition,
+                                                               "offset": position})
+                self.progress[tp] = (position, self.clock())
+                self.commit_past(tp, position)
+                return  # the consumer joined again: positions are read again at the next refresh
             outcome = probe_stalled(SCORING, self.config, self.connections, self.metrics, tp, position, stalled_for,
                                     self.skip)
             self.progress[tp] = (position, self.clock())
             if outcome == "fetchable":
                 self.connections.rejoin()
             elif outcome == "skipped":
+                self.skipped[tp] = position
                 return  # the consumer was replaced: positions are read again at the next refresh
 
 
