@@ -25,6 +25,8 @@ aside the first one's snapshots under it. Readers (``sgm stats``, ``sgm score --
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import re
 import time
@@ -35,6 +37,7 @@ from typing import BinaryIO, Callable
 from sgm.model.persistence import DEFAULT_MAX_BYTES, SnapshotError
 
 _NAME = re.compile(r"^snapshot-(\d{12})\.sgm$")
+log = logging.getLogger(__name__)
 
 
 class StateDirInUse(OSError):
@@ -116,7 +119,12 @@ class SnapshotStore:
         fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except OSError as exc:
+            if exc.errno not in (errno.EACCES, errno.EAGAIN):  # no locks here (ENOLCK: some NFS mounts): run unguarded
+                os.close(fd)
+                log.warning("the state directory cannot be locked; nothing stops a second service from using it",
+                            extra={"state_dir": str(self.directory), "error": exc.strerror or str(exc)})
+                return
             holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)
             raise StateDirInUse(f"--state-dir {str(self.directory)!r} is in use by another process (pid {holder}): "

@@ -60,3 +60,18 @@ def test_claim_is_refused_while_another_process_holds_it_and_free_after(tmp_path
     store = SnapshotStore(tmp_path)
     store.claim()
     store.release()
+
+
+def test_a_file_system_without_locks_runs_unguarded_with_a_warning(tmp_path, monkeypatch, caplog):
+    # ENOLCK (some NFS mounts): refusing to start there would stop every service on such a volume
+    import errno
+    import fcntl
+    import logging
+
+    def no_locks(fd, operation):  # noqa: ANN001
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "lockf", no_locks)
+    with caplog.at_level(logging.WARNING):
+        SnapshotStore(tmp_path).claim()
+    assert any("cannot be locked" in m for m in caplog.messages), caplog.messages
