@@ -62,6 +62,16 @@ def describe_status(status: int | None) -> str:
     return f"killed by {name}" + (f" ({why})" if why else "")
 
 
+def stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name (which may hold spaces): ``[0]`` is the state
+    (``b"Z"``: a zombie), ``[49]`` the exit status; None when there is no such process (or no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def zombie_status(pid: int, wait: float = 0.5) -> int | None:
     """The exit status of the dying or dead process ``pid`` (field 52 of /proc/PID/stat, Linux >= 3.5), or None.
 
@@ -72,10 +82,8 @@ def zombie_status(pid: int, wait: float = 0.5) -> int | None:
     """
     deadline = time.monotonic() + wait
     while True:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()  # after the command name, which may hold spaces
-        except (OSError, IndexError):
+        fields = stat_fields(pid)
+        if fields is None:
             return None
         if len(fields) > 49 and (fields[49] != b"0" or fields[0] == b"Z"):
             return int(fields[49])
@@ -142,11 +150,8 @@ def watcher_of(pid: int) -> int | None:
         except OSError:
             continue
         if len(argv) > 4 and argv[3].endswith(b"crash_watch.py") and argv[4] == str(pid).encode():
-            try:
-                state = open(f"/proc/{child}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue  # it ended meanwhile
-            if state != b"Z":
+            fields = stat_fields(int(child))
+            if fields and fields[0] != b"Z":  # (None: it ended meanwhile)
                 return int(child)
     return None
 

@@ -27,11 +27,12 @@ def sgm(*args: str, timeout: float = 120, check: bool = True, cwd: str | os.Path
 class Background:
     """``sgm ARGS`` running in the background, its output in a file; stopped by its own pid."""
 
-    def __init__(self, *args: str, log: Path, cwd: str | os.PathLike | None = None) -> None:
+    def __init__(self, *args: str, log: Path, cwd: str | os.PathLike | None = None, new_session: bool = False) -> None:
+        """``new_session``: its own process group, which a test can signal whole as a terminal's Ctrl-C does."""
         self.args, self.log_path = args, log
         self.handle = open(log, "wb")
         self.process = subprocess.Popen([SGM, *args], stdout=self.handle, stderr=subprocess.STDOUT, cwd=cwd,
-                                        stdin=subprocess.DEVNULL)
+                                        stdin=subprocess.DEVNULL, start_new_session=new_session)
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -59,3 +60,13 @@ class Background:
                 self.process.wait(10)
         self.handle.close()
         return self.process.returncode
+
+
+def hold_state_dir(directory) -> subprocess.Popen:
+    """Another process holding ``directory`` as its state directory (``SnapshotStore.claim``), as a running
+    ``sgm serve`` does; the caller kills it."""
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from sgm.stream.snapshot_store import "
+                               "SnapshotStore; SnapshotStore(sys.argv[1]).claim(); print('held', flush=True); "
+                               "time.sleep(120)", str(directory)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder

@@ -136,11 +136,8 @@ def test_a_training_topic_deleted_under_the_confluent_client_never_ends_the_serv
 
 
 def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
+    fields = crash_watch.stat_fields(pid)
+    return bool(fields) and fields[0] != b"Z"
 
 
 def test_a_kill_in_the_first_moments_is_said_too(tmp_path):

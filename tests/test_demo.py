@@ -9,13 +9,11 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import sys
-import time
 
 import pytest
 
-from tests.cli_helpers import SGM, sgm
+from tests.cli_helpers import Background, hold_state_dir, sgm
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Tansu ships for Linux here")
 
@@ -37,20 +35,17 @@ def test_ctrl_c_ends_the_demo_in_one_line_after_stopping_the_service_and_the_bro
     # own and SIGINT goes to that group. Before: a KeyboardInterrupt traceback; the broker, in the same group,
     # died first, so the service's clients logged connection errors (level=error), and the scratch state
     # folder went before the service had stopped ("snapshot failed; will retry ... No such file or directory").
-    log = tmp_path / "demo.log"
-    with open(log, "wb") as handle:
-        demo = subprocess.Popen([SGM, "demo", "--docs", "20000", "--rate", "2000"], stdout=handle,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    demo = Background("demo", "--docs", "20000", "--rate", "2000", log=tmp_path / "demo.log", new_session=True)
     try:
-        port = int(_wait_for(demo, log, r"broker 127\.0\.0\.1:(\d+);").group(1))
-        _wait_for(demo, log, when)
-        os.killpg(demo.pid, signal.SIGINT)
-        code = demo.wait(90)
+        port = int(demo.wait_for(r"broker 127\.0\.0\.1:(\d+);", 300).group(1))
+        demo.wait_for(when, 300)
+        os.killpg(demo.process.pid, signal.SIGINT)
+        code = demo.process.wait(90)
     finally:
-        if demo.poll() is None:
-            os.killpg(demo.pid, signal.SIGKILL)
-            demo.wait()
-    out = log.read_text(errors="replace")
+        if demo.process.poll() is None:
+            os.killpg(demo.process.pid, signal.SIGKILL)
+        demo.stop()
+    out = demo.output()
     assert code == 130, out[-3000:]
     assert out.rstrip().splitlines()[-1] == "sgm demo: interrupted", out[-3000:]
     assert "Traceback" not in out and "level=error" not in out, out[-3000:]
@@ -58,24 +53,10 @@ def test_ctrl_c_ends_the_demo_in_one_line_after_stopping_the_service_and_the_bro
         assert probe.connect_ex(("127.0.0.1", port)) != 0
 
 
-def _wait_for(process: subprocess.Popen, log, pattern: str, timeout: float = 300) -> re.Match:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = re.search(pattern, log.read_text(errors="replace"))
-        if found:
-            return found
-        assert process.poll() is None, log.read_text(errors="replace")[-3000:]
-        time.sleep(0.05)
-    raise AssertionError(f"no {pattern!r} within {timeout} s:\n{log.read_text(errors='replace')[-3000:]}")
-
-
 def test_a_start_up_error_of_the_demos_service_is_one_line(tmp_path):
     # a state directory another process holds: the service's StartupError was re-raised as a traceback
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from sgm.stream.snapshot_store import "
-                               "SnapshotStore; SnapshotStore(sys.argv[1]).claim(); print('held', flush=True); "
-                               "time.sleep(120)", str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    holder = hold_state_dir(tmp_path)
     try:
-        assert holder.stdout.readline().strip() == "held"
         done = sgm("demo", "--state-dir", str(tmp_path), "--docs", "200", check=False, timeout=300)
     finally:
         holder.kill()

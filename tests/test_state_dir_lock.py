@@ -15,23 +15,14 @@ import pytest
 
 from sgm.stream.broker import free_port
 from sgm.stream.snapshot_store import SnapshotStore, StateDirInUse
-from tests.cli_helpers import sgm
+from tests.cli_helpers import hold_state_dir, sgm
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX record locks")
-
-HOLD = ("import sys, time; from sgm.stream.snapshot_store import SnapshotStore; "
-        "SnapshotStore(sys.argv[1]).claim(); print('held', flush=True); time.sleep(120)")
-
-
-def _holder(directory) -> subprocess.Popen:
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(directory)], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
-    return holder
 
 
 def test_a_second_sgm_serve_on_a_state_dir_in_use_stops_in_one_line(tmp_path):
     state = tmp_path / "state"
-    holder = _holder(state)
+    holder = hold_state_dir(state)
     try:
         done = subprocess.run([sys.executable, "-m", "sgm.consumers.cli", "serve", "--bootstrap-servers",
                                f"127.0.0.1:{free_port()}", "--connect-timeout", "60", "--state-dir", str(state),
@@ -50,7 +41,7 @@ def test_a_second_sgm_serve_on_a_state_dir_in_use_stops_in_one_line(tmp_path):
 
 
 def test_claim_is_refused_while_another_process_holds_it_and_free_after(tmp_path):
-    holder = _holder(tmp_path)
+    holder = hold_state_dir(tmp_path)
     try:
         with pytest.raises(StateDirInUse, match=rf"pid {holder.pid}\)"):
             SnapshotStore(tmp_path).claim()

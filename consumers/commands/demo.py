@@ -51,10 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..config import ServiceConfig, parse_param
     from ..logs import setup_logging
-    from ..service import ConfigMismatch, Service, StartupError
-    from sgm.model.persistence import SnapshotError
-
-    STARTUP_ERRORS = (StartupError, ConfigMismatch, SnapshotError, ValueError, OSError)  # sgm serve's one-line ones
+    from ..service import STARTUP_ERRORS, Service
     from ..service.kernels import COMPILING, prepare_kernels
 
     try:  # a typo in --model, --param or --half-life is one line before anything compiles or starts (as sgm warm)

@@ -25,10 +25,7 @@ def run(args: argparse.Namespace) -> int:
     directory, metrics address, Kafka unreachable past ``--connect-timeout``)
     is one line on stderr, ``sgm serve: <what>``, never a traceback.
     """
-    from sgm.model import SpecError
-    from sgm.model.persistence import SnapshotError
-
-    from ..service import ConfigMismatch, Service, StartupError
+    from ..service import STARTUP_ERRORS, Service, StartupError
 
     try:
         cfg = service_config.from_args(args)
@@ -64,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         service = Service(cfg)
         service.prepare()  # snapshot, model configuration, state directory, metrics endpoint: before Kafka
-    except (SnapshotError, ConfigMismatch, StartupError, SpecError, ValueError, OSError) as exc:
+    except STARTUP_ERRORS as exc:  # (a SpecError is a ValueError)
         return _cannot_start(exc)
     try:
         return service.run(stop)

@@ -13,8 +13,14 @@
 ``housekeeping``   gc freeze and malloc_trim of a long-running process
 =================  ==================================================================
 """
+from sgm.model.persistence import SnapshotError
+
 from .checkpoint import ConfigMismatch
 from .dead_letters import fit_dead_letter
 from .loop import Service, StartupError
 
-__all__ = ["ConfigMismatch", "Service", "StartupError", "fit_dead_letter"]
+#: What :meth:`Service.prepare` and the start of :meth:`Service.run` raise for a start-up mistake (a snapshot, a
+#: configuration, a model parameter, a state directory, an address, Kafka past --connect-timeout): one line, exit 2.
+STARTUP_ERRORS = (SnapshotError, ConfigMismatch, StartupError, ValueError, OSError)
+
+__all__ = ["ConfigMismatch", "STARTUP_ERRORS", "Service", "StartupError", "fit_dead_letter"]

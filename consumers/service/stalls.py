@@ -97,8 +97,7 @@ class ScoringStallWatch:
     """
 
     def __init__(self, config: ServiceConfig, connections: Connections, metrics: ServiceMetrics,
-                 skip: Callable[[TopicPartition, int, str], None],
-                 commit_past: Callable[[TopicPartition, int], None] | None = None,
+                 skip: Callable[[TopicPartition, int, str], None], commit_past: Callable[[TopicPartition, int], None],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.config, self.connections, self.metrics, self.skip, self.clock = config, connections, metrics, skip, clock
         self.commit_past = commit_past
@@ -113,7 +112,7 @@ class ScoringStallWatch:
             stalled_for = stalled_seconds(self.progress, tp, position, end, now, self.config.poison_timeout)
             if stalled_for is None:
                 continue
-            if self.skipped.get(tp) == position and self.commit_past is not None:
+            if self.skipped.get(tp) == position:
                 log.warning("scoring partition still at the record it skipped (the commit past it was lost): "
                             "committing past it again", extra={"topic": tp.topic, "partition": tp.partition,
                                                                "offset": position})

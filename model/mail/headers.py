@@ -157,22 +157,17 @@ def field_index(fields: Fields) -> dict[str, list[bytes]]:
     return index
 
 
-_NAME_INFO: dict[str, tuple[bool, str | None]] = {}  # field name as written -> (ignored, word-term prefix or None)
-_NAME_INFO_MAX = 4096  # names seen past this many are worked out each time, not kept
+_NAME_INFO_MAX = 4096  # field names as written whose decisions are kept (bounded: names can be invented)
 
 
+@lru_cache(maxsize=_NAME_INFO_MAX)
 def _name_info(name: str) -> tuple[bool, str | None]:
     """Whether a field is ignored, and the ``h.<name>:`` prefix of its words (``None``: its words are not read)."""
-    info = _NAME_INFO.get(name)
-    if info is None:
-        lower = name.lower()
-        ignored = is_ignored(lower)
-        key = (None if lower in _OWN_GROUP or ignored or _PRESENCE_ONLY.search(lower)
-               else "h." + _NOT_NAME.sub("", lower)[:40] + ":")
-        info = (ignored, key)
-        if len(_NAME_INFO) < _NAME_INFO_MAX:
-            _NAME_INFO[name] = info
-    return info
+    lower = name.lower()
+    ignored = is_ignored(lower)
+    key = (None if lower in _OWN_GROUP or ignored or _PRESENCE_ONLY.search(lower)
+           else "h." + _NOT_NAME.sub("", lower)[:40] + ":")
+    return ignored, key
 
 
 def _size_bucket(n: int) -> str:
