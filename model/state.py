@@ -225,11 +225,9 @@ class CountState:
             self.term_name_bytes += sum(map(len, term_keys))
         else:
             new: list[str] = []
-            ids = self.terms.ids_of(term_keys, new)
+            ids = self.terms.ids_of(term_keys, new, added)
             if new:
                 self.term_name_bytes += sum(map(len, new))
-                if added is not None:
-                    added.extend(map(self.terms.ids.__getitem__, new))
         self._grow_term_arrays()
         return ids
 

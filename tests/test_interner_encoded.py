@@ -53,3 +53,37 @@ def test_names_given_as_bytes_equal_names_given_as_strings(steps):
 def test_encoded_characters_counts_as_len_does(names):
     blob, _ = _encoded(names)
     assert encoded_characters(blob) == sum(map(len, names))
+
+
+@settings(deadline=None)
+@given(st.lists(st.tuples(st.lists(NAMES, max_size=8), st.integers(0, 20)), max_size=12))
+def test_ids_of_equals_adding_each_name_in_turn(batches):
+    """``ids_of`` (one lookup pass, the new names' ids from their own table) gives every name the id that
+    ``add`` one name at a time gives, lists the new names and their ids in first-seen order, and reuses
+    freed ids as ``add`` does."""
+    bulk, one_by_one = Interner(), Interner()
+    for names, k in batches:
+        if k % 3 == 0 and one_by_one.capacity:  # free an id now and then: new names take freed ids first
+            index = k % one_by_one.capacity
+            if one_by_one.names[index] is not None:
+                bulk.remove(index)
+                one_by_one.remove(index)
+        before = set(one_by_one.ids)
+        expected = [one_by_one.add(name) for name in names]
+        added, added_ids = [], []
+        assert bulk.ids_of(names, added, added_ids).tolist() == expected
+        new = [name for name in dict.fromkeys(names) if name not in before]
+        assert added == new
+        assert added_ids == [one_by_one.get(name) for name in new]
+        assert bulk.names == one_by_one.names and bulk.free == one_by_one.free
+
+
+def test_ids_of_refuses_a_new_name_that_is_not_a_string_and_adds_nothing():
+    names = Interner(["spam"])
+    try:
+        names.ids_of(["eggs", 7, "spam"])
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("a non-string name was interned")
+    assert names.names == ["spam"] and len(names) == 1
