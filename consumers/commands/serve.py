@@ -32,6 +32,16 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         return _cannot_start(exc, logged=False)  # (no log handler before the configuration is read)
     setup_logging(cfg.log_format, cfg.log_level)
+    stop = threading.Event()
+
+    def on_signal(signum, _frame) -> None:  # finish the batch, snapshot, commit, exit 0
+        log.info("stopping", extra={"signal": signal.Signals(signum).name})
+        stop.set()
+
+    # Before the first line is logged: a supervisor (or a test) that stops the service once it has said anything
+    # must get a graceful stop, not the default action of SIGTERM (an exit the watcher reports as a death).
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     # A fault in native code run by a Python thread (a compiled kernel, a Kafka client's poll) would end the
     # process without a line: the fault handler writes the signal and every thread's stack first. (Not for
     # librdkafka's own threads: they block signals, so the kernel ends the process; docs/RELIABILITY.md.)
@@ -50,14 +60,6 @@ def run(args: argparse.Namespace) -> int:
     unknown = service_config.unknown_variables()
     if unknown:  # a misspelt variable would otherwise leave its setting at the default, unnoticed
         log.warning("unknown SGM_* environment variables ignored", extra={"variables": unknown})
-    stop = threading.Event()
-
-    def on_signal(signum, _frame) -> None:  # finish the batch, snapshot, commit, exit 0
-        log.info("stopping", extra={"signal": signal.Signals(signum).name})
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     try:
         service = Service(cfg)
         service.prepare()  # snapshot, model configuration, state directory, metrics endpoint: before Kafka
