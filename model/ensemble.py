@@ -42,7 +42,7 @@ import numpy as np
 from .base import POWERSET_SEPARATOR, GenerativeTextModel
 from .factory import build_model, model_config, register_family
 from .mail import MailExtraction, Message
-from .persistence import COMPOSITE_FORMAT, SnapshotError, loads
+from .persistence import COMPOSITE_FORMAT, SnapshotError, loads, zip_member
 from .predictions import PosteriorPredictions
 from .text import Tokenizer, words_of_tokens
 
@@ -372,8 +372,8 @@ class Ensemble(PosteriorPredictions):
                   "extra": extra or {}, "checksum": self.checksum()}
         with zipfile.ZipFile(handle, "w", zipfile.ZIP_STORED) as archive:
             for j, base in enumerate(self.bases):
-                archive.writestr(f"base-{j}.sgm", base.to_bytes())
-            archive.writestr("meta.json", json.dumps(header, sort_keys=True))
+                archive.writestr(zip_member(f"base-{j}.sgm"), base.to_bytes())
+            archive.writestr(zip_member("meta.json"), json.dumps(header, sort_keys=True))
 
     def to_bytes(self, extra: dict[str, Any] | None = None) -> bytes:
         buffer = io.BytesIO()

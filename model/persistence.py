@@ -91,6 +91,19 @@ class ExtraState(NamedTuple):
 
 
 # ------------------------------------------------------------------ helpers
+def zip_member(name: str) -> zipfile.ZipInfo:
+    """A snapshot's archive entry: stored, with a fixed date (1980-01-01, the earliest a ZIP holds), so that a model's
+    snapshot bytes depend on the model alone, not on the clock when it was written (two replicas of one state, or
+    one state written twice, give the same file).
+
+    >>> zip_member("meta.json").date_time
+    (1980, 1, 1, 0, 0, 0)
+    """
+    member = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    member.external_attr = 0o600 << 16  # as ZipFile.writestr gives a name
+    return member
+
+
 def _pack_strings(names: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
     """Strings (``None`` allowed) as one UTF-8 blob and offsets; ``None`` has offset -1 length."""
     encoded = [b"" if n is None else n.encode("utf-8") for n in names]
@@ -221,7 +234,7 @@ def dump(model: Model, handle: BinaryIO, extra: dict[str, Any] | None = None) ->
         for name in names:
             array = np.ascontiguousarray(builders.pop(name)())
             digest.update(name.encode())
-            with archive.open(f"{name}.npy", "w", force_zip64=array.nbytes + 4096 >= zipfile.ZIP64_LIMIT) as member:
+            with archive.open(zip_member(f"{name}.npy"), "w", force_zip64=array.nbytes + 4096 >= zipfile.ZIP64_LIMIT) as member:
                 # np.save's bytes, written in pieces straight into the member (and the content hash)
                 np.lib.format.write_array(_HashingWriter(member, digest), array, allow_pickle=False)
             del array
@@ -237,7 +250,7 @@ def dump(model: Model, handle: BinaryIO, extra: dict[str, Any] | None = None) ->
             "content_sha256": digest.hexdigest(),
             "state_checksum": state_checksum(model),
         }
-        archive.writestr("meta.json", json.dumps(meta, sort_keys=True, allow_nan=True))  # last: needs the hash
+        archive.writestr(zip_member("meta.json"), json.dumps(meta, sort_keys=True, allow_nan=True))  # last: the hash
 
 
 # ------------------------------------------------------------------ decode
