@@ -25,6 +25,7 @@ from .smoothing import Smoothing, log_smoothing_weight
 from .state import CountState, DocRecord
 
 _EMPTY_FLOATS = np.zeros(0)
+_FIRST = np.zeros(1, dtype=np.int64)  # the start of a batch of one document, for np.add.reduceat
 
 class MissingLengthsError(ValueError):
     """A TF-IDF weighted TDM was restored without its document lengths (its extra state)."""
@@ -140,16 +141,24 @@ class DocumentNodes:
             if not len(weights):
                 pending.append((weights, weights))
                 return weights
-            sizes, position, total = [], 0, len(weights)
-            distinct_list = distinct.tolist()
-            while position < total:
-                size = int(distinct_list[position])
-                sizes.append(size)
-                position += size
-            if position != total:
-                raise RuntimeError("TDM: the weigher's batch is not made of whole documents")
-            starts = np.cumsum([0] + sizes[:-1])
-            length_at = np.repeat(np.add.reduceat(weights, starts), sizes)
+            total = len(weights)
+            if distinct[0] == total:  # one document (a learn_one): the steps below for one block, fewer of them
+                length = np.add.reduceat(weights, _FIRST)  # the same call on the same start: the same sum
+                if 0.0 < length[0] < math.inf:  # then no division by 0 or of inf (a finite sum has finite terms)
+                    pending.append((weights, np.full(total, length[0])))
+                    return weights / length[0]  # IEEE division: as by the repeated length, bit for bit
+                length_at = np.repeat(length, total)
+            else:
+                sizes, position = [], 0
+                distinct_list = distinct.tolist()
+                while position < total:
+                    size = int(distinct_list[position])
+                    sizes.append(size)
+                    position += size
+                if position != total:
+                    raise RuntimeError("TDM: the weigher's batch is not made of whole documents")
+                starts = np.cumsum([0] + sizes[:-1])
+                length_at = np.repeat(np.add.reduceat(weights, starts), sizes)
             pending.append((weights, length_at))
             with np.errstate(divide="ignore", invalid="ignore"):
                 return np.where(length_at > 0, weights / length_at, 0.0)
@@ -199,18 +208,19 @@ class DocumentNodes:
     def _append_runs(self, run_terms: np.ndarray, run_bounds: np.ndarray, nodes: np.ndarray,
                      counts: np.ndarray) -> None:
         """Append ``nodes[run_bounds[r]:run_bounds[r + 1]]`` and their counts to the postings of ``run_terms[r]``
-        (distinct terms), in one compiled loop after making room for every region that must move."""
-        fills, caps = self.post_fill[run_terms], self.post_cap[run_terms]
-        need = fills + np.diff(run_bounds)
-        moving = need > caps
-        room = self.post_used + int(np.maximum(np.maximum(need, 2 * caps), 4)[moving].sum())
-        if room > len(self.post_node):
+        (distinct terms), in one compiled loop (a second one after growing the arena when a moving region
+        needs more room than it has); their weights become stale."""
+        room, used, garbage = append_runs(run_terms, run_bounds, nodes, counts, self.post_start, self.post_cap,
+                                          self.post_fill, self.post_node, self.post_count, self.post_used,
+                                          self.weight_epoch)
+        if room:
             self.post_node = grow(self.post_node, room)
             self.post_count = grow(self.post_count, len(self.post_node))
-        self.post_garbage += int(caps[moving].sum())
-        self.post_used = append_runs(run_terms, run_bounds, nodes, counts, self.post_start, self.post_cap,
-                                     self.post_fill, self.post_node, self.post_count, self.post_used)
-        self.weight_epoch[run_terms] = -1
+            room, used, garbage = append_runs(run_terms, run_bounds, nodes, counts, self.post_start, self.post_cap,
+                                              self.post_fill, self.post_node, self.post_count, self.post_used,
+                                              self.weight_epoch)
+        self.post_used = used
+        self.post_garbage += garbage
         if self.post_garbage > max(self.repack_after, self.post_used // 2):
             self._repack()
 
@@ -303,13 +313,16 @@ class DocumentNodes:
     def _flush_postings(self, batch_terms: list, batch_nodes: list, batch_counts: list) -> None:
         if not batch_terms:
             return
-        terms = np.concatenate(batch_terms)
-        nodes = np.concatenate(batch_nodes)
-        counts = np.concatenate(batch_counts)
+        if len(batch_terms) == 1:  # one node: its terms are distinct, one posting each (nothing is written to them)
+            terms, nodes, counts = batch_terms[0], batch_nodes[0], batch_counts[0]
+        else:
+            terms = np.concatenate(batch_terms)
+            nodes = np.concatenate(batch_nodes)
+            counts = np.concatenate(batch_counts)
         self._reserve_terms(int(terms.max()) + 1)
         self.live_postings += len(terms)
         terms = terms.astype(np.int64, copy=False)
-        if len(batch_terms) == 1:  # one node: its terms are distinct, one posting each
+        if len(batch_terms) == 1:
             self._append_runs(terms, np.arange(len(terms) + 1), nodes, counts)
             return
         order = np.argsort(terms, kind="stable")  # each term's postings in node order (nodes ascend in the batch)
