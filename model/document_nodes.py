@@ -125,6 +125,17 @@ class DocumentNodes:
         """``log a_i = log((kmu + K_i) / (kmu + |c_i|_1))``; 0 (``a_i = 1``) for an empty kernel."""
         return log_smoothing_weight(length, discount, self.smoothing.mu)
 
+    def kernel_log_a_one(self, length: float, discount: float) -> float:
+        """:meth:`kernel_log_a` of one node: the sums and the quotient in Python floats (the same IEEE operations
+        as the arrays'), the ``log`` numpy's on a one-value array, as there; the array form where a special
+        case (a total of 0, an infinity, a NaN) needs its handling."""
+        mu = float(self.smoothing.mu)
+        total = mu + length
+        kept = mu + discount
+        if 0.0 < total < math.inf and 0.0 < kept < math.inf:
+            return float(np.log(np.array([kept / total]))[0])
+        return float(self.kernel_log_a(np.array([length]), np.array([discount]))[0])
+
     # ------------------------------------------------------------ weighing hook
     def normalizing(self, weigh):
         """Wrap the model's weigher: the state learns ``c / |c|_1`` (length-normalized counts).
@@ -285,7 +296,7 @@ class DocumentNodes:
         positive = weights > 0
         terms, counts = record.terms[positive], weights[positive]
         discount = float(self.smoothing.discount(counts, self.values).sum())
-        log_a = float(self.kernel_log_a(np.array([length]), np.array([discount]))[0])
+        log_a = self.kernel_log_a_one(length, discount)
         self._reserve_nodes(len(record.classes))
         self._reserve_classes(state.classes.capacity)
         ids = []

@@ -108,3 +108,27 @@ def test_appending_postings_through_growth_keeps_every_posting_and_stales_the_te
         # the postings hold c, the records c / |c|_1: compare the nodes' normalized counts
         lengths = nodes.node_length[got_nodes]
         assert np.allclose(got_counts / lengths, [w for _, w in expected], rtol=1e-15, atol=0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(spread.map(abs), st.sampled_from([0.0, 1.0, 1e308, float("inf")])),
+       st.one_of(spread.map(abs), st.sampled_from([0.0, 2.0, float("inf"), float("nan")])),
+       st.sampled_from([None, 1e-300, 5.0, 1000.0, 289.279]))
+def test_one_node_kernel_weight_equals_the_array_form(length, discount, kmu):
+    # None: a kernel without the mass (kmu 0 in the weight)
+    nodes = (TDM("tdm_uc_jm_dp_kpd") if kmu is None else TDM("tdm_uc_jm_dp_kpd_kdp", kmu=kmu)).nodes
+    with np.errstate(all="ignore"):
+        expected = nodes.kernel_log_a(np.array([length]), np.array([discount]))[0]
+        got = nodes.kernel_log_a_one(length, discount)
+    assert _bits([got]) == _bits([expected])
+
+
+def test_interned_ids_are_the_fresh_range_then_the_freed_ones_in_order():
+    from sgm.model.interner import Interner
+    names = Interner(["a", "b", "c"])
+    names.remove(1)
+    names.remove(0)
+    blob = np.frombuffer(b"xyzw", dtype=np.uint8)
+    ids = names.add_new_encoded(blob, np.array([[0, 1], [1, 1], [2, 1], [3, 1]]))
+    assert ids.dtype == np.int64 and ids.tolist() == [0, 1, 3, 4]
+    assert names.add_new_encoded(blob, np.array([[0, 2]])).tolist() == [5]
