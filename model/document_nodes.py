@@ -25,6 +25,7 @@ from .smoothing import Smoothing, log_smoothing_weight
 from .state import CountState, DocRecord
 
 _EMPTY_FLOATS = np.zeros(0)
+_FIRST = np.zeros(1, dtype=np.int64)  # the start of a batch of one document, for np.add.reduceat
 
 class MissingLengthsError(ValueError):
     """A TF-IDF weighted TDM was restored without its document lengths (its extra state)."""
@@ -57,7 +58,9 @@ class DocumentNodes:
     mistaken for a live one. The postings of all terms live in one arena (term
     ``t`` owns ``post_node``/``post_count[post_start[t]:][:post_cap[t]]``, the
     first ``post_fill[t]`` used, nodes ascending): appending is one compiled
-    loop and the compiled weight step reads the regions in place.
+    loop and the compiled weight step reads the regions in place. A term's ``post_start``, ``post_cap``,
+    ``post_fill`` and ``post_dead`` are the columns of one row of :attr:`post_table` (views), so that the
+    loops reading them together for a term take one cache miss, not four.
     """
 
     #: Renumber nodes once more than this many (and more than the live ones) are dead.
@@ -85,10 +88,7 @@ class DocumentNodes:
         # postings by term id: regions of one arena (moved to its end when full; the old one is garbage)
         self.post_node = np.zeros(0, dtype=np.int32)
         self.post_count = np.zeros(0)
-        self.post_start = np.zeros(0, dtype=np.int64)
-        self.post_cap = np.zeros(0, dtype=np.int64)
-        self.post_fill = np.zeros(0, dtype=np.int64)
-        self.post_dead = np.zeros(0, dtype=np.int64)
+        self._set_post_table(np.zeros((0, 4), dtype=np.int64))
         self.post_used = 0  # the arena's high-water mark
         self.post_garbage = 0  # arena slots no region owns
         self.live_postings = 0
@@ -124,6 +124,17 @@ class DocumentNodes:
         """``log a_i = log((kmu + K_i) / (kmu + |c_i|_1))``; 0 (``a_i = 1``) for an empty kernel."""
         return log_smoothing_weight(length, discount, self.smoothing.mu)
 
+    def kernel_log_a_one(self, length: float, discount: float) -> float:
+        """:meth:`kernel_log_a` of one node: the sums and the quotient in Python floats (the same IEEE operations
+        as the arrays'), the ``log`` numpy's on a one-value array, as there; the array form where a special
+        case (a total of 0, an infinity, a NaN) needs its handling."""
+        mu = float(self.smoothing.mu)
+        total = mu + length
+        kept = mu + discount
+        if 0.0 < total < math.inf and 0.0 < kept < math.inf:
+            return float(np.log(np.array([kept / total]))[0])
+        return float(self.kernel_log_a(np.array([length]), np.array([discount]))[0])
+
     # ------------------------------------------------------------ weighing hook
     def normalizing(self, weigh):
         """Wrap the model's weigher: the state learns ``c / |c|_1`` (length-normalized counts).
@@ -140,16 +151,24 @@ class DocumentNodes:
             if not len(weights):
                 pending.append((weights, weights))
                 return weights
-            sizes, position, total = [], 0, len(weights)
-            distinct_list = distinct.tolist()
-            while position < total:
-                size = int(distinct_list[position])
-                sizes.append(size)
-                position += size
-            if position != total:
-                raise RuntimeError("TDM: the weigher's batch is not made of whole documents")
-            starts = np.cumsum([0] + sizes[:-1])
-            length_at = np.repeat(np.add.reduceat(weights, starts), sizes)
+            total = len(weights)
+            if distinct[0] == total:  # one document (a learn_one): the steps below for one block, fewer of them
+                length = np.add.reduceat(weights, _FIRST)  # the same call on the same start: the same sum
+                if 0.0 < length[0] < math.inf:  # then no division by 0 or of inf (a finite sum has finite terms)
+                    pending.append((weights, np.full(total, length[0])))
+                    return weights / length[0]  # IEEE division: as by the repeated length, bit for bit
+                length_at = np.repeat(length, total)
+            else:
+                sizes, position = [], 0
+                distinct_list = distinct.tolist()
+                while position < total:
+                    size = int(distinct_list[position])
+                    sizes.append(size)
+                    position += size
+                if position != total:
+                    raise RuntimeError("TDM: the weigher's batch is not made of whole documents")
+                starts = np.cumsum([0] + sizes[:-1])
+                length_at = np.repeat(np.add.reduceat(weights, starts), sizes)
             pending.append((weights, length_at))
             with np.errstate(divide="ignore", invalid="ignore"):
                 return np.where(length_at > 0, weights / length_at, 0.0)
@@ -163,13 +182,20 @@ class DocumentNodes:
             for name in ("node_class", "node_factor", "node_length", "node_discount", "node_log_a", "node_log_pi", "node_alive"):
                 setattr(self, name, grow(getattr(self, name), size))
 
+    def _set_post_table(self, table: np.ndarray) -> None:
+        """Per term id one row ``(start, capacity, fill, dead)`` of its posting region (dead: postings of removed
+        nodes not dropped yet); ``post_start``, ``post_cap``, ``post_fill``, ``post_dead`` are its columns."""
+        self.post_table = table
+        self.post_start, self.post_cap, self.post_fill, self.post_dead = (table[:, 0], table[:, 1], table[:, 2],
+                                                                          table[:, 3])
+
     def _reserve_terms(self, size: int) -> None:
         if size > len(self.post_fill):
             old = len(self.weight_epoch)
-            self.post_fill = grow(self.post_fill, size)
-            self.post_dead = grow(self.post_dead, size)
-            self.post_start = grow(self.post_start, size)
-            self.post_cap = grow(self.post_cap, size)
+            rows = len(self.post_table)
+            table = np.zeros((max(size, 2 * rows, 16), 4), dtype=np.int64)  # as grow() sizes the other term arrays
+            table[:rows] = self.post_table
+            self._set_post_table(table)
             self.weight_epoch = grow(self.weight_epoch, size)
             self.weight_epoch[old:] = -1
             self.cache_start = grow(self.cache_start, size)
@@ -199,18 +225,17 @@ class DocumentNodes:
     def _append_runs(self, run_terms: np.ndarray, run_bounds: np.ndarray, nodes: np.ndarray,
                      counts: np.ndarray) -> None:
         """Append ``nodes[run_bounds[r]:run_bounds[r + 1]]`` and their counts to the postings of ``run_terms[r]``
-        (distinct terms), in one compiled loop after making room for every region that must move."""
-        fills, caps = self.post_fill[run_terms], self.post_cap[run_terms]
-        need = fills + np.diff(run_bounds)
-        moving = need > caps
-        room = self.post_used + int(np.maximum(np.maximum(need, 2 * caps), 4)[moving].sum())
-        if room > len(self.post_node):
+        (distinct terms), in one compiled loop (a second one after growing the arena when a moving region
+        needs more room than it has); their weights become stale."""
+        room, used, garbage = append_runs(run_terms, run_bounds, nodes, counts, self.post_table, self.post_node,
+                                          self.post_count, self.post_used, self.weight_epoch)
+        if room:
             self.post_node = grow(self.post_node, room)
             self.post_count = grow(self.post_count, len(self.post_node))
-        self.post_garbage += int(caps[moving].sum())
-        self.post_used = append_runs(run_terms, run_bounds, nodes, counts, self.post_start, self.post_cap,
-                                     self.post_fill, self.post_node, self.post_count, self.post_used)
-        self.weight_epoch[run_terms] = -1
+            room, used, garbage = append_runs(run_terms, run_bounds, nodes, counts, self.post_table, self.post_node,
+                                              self.post_count, self.post_used, self.weight_epoch)
+        self.post_used = used
+        self.post_garbage += garbage
         if self.post_garbage > max(self.repack_after, self.post_used // 2):
             self._repack()
 
@@ -275,7 +300,7 @@ class DocumentNodes:
         positive = weights > 0
         terms, counts = record.terms[positive], weights[positive]
         discount = float(self.smoothing.discount(counts, self.values).sum())
-        log_a = float(self.kernel_log_a(np.array([length]), np.array([discount]))[0])
+        log_a = self.kernel_log_a_one(length, discount)
         self._reserve_nodes(len(record.classes))
         self._reserve_classes(state.classes.capacity)
         ids = []
@@ -303,13 +328,16 @@ class DocumentNodes:
     def _flush_postings(self, batch_terms: list, batch_nodes: list, batch_counts: list) -> None:
         if not batch_terms:
             return
-        terms = np.concatenate(batch_terms)
-        nodes = np.concatenate(batch_nodes)
-        counts = np.concatenate(batch_counts)
+        if len(batch_terms) == 1:  # one node: its terms are distinct, one posting each (nothing is written to them)
+            terms, nodes, counts = batch_terms[0], batch_nodes[0], batch_counts[0]
+        else:
+            terms = np.concatenate(batch_terms)
+            nodes = np.concatenate(batch_nodes)
+            counts = np.concatenate(batch_counts)
         self._reserve_terms(int(terms.max()) + 1)
         self.live_postings += len(terms)
         terms = terms.astype(np.int64, copy=False)
-        if len(batch_terms) == 1:  # one node: its terms are distinct, one posting each
+        if len(batch_terms) == 1:
             self._append_runs(terms, np.arange(len(terms) + 1), nodes, counts)
             return
         order = np.argsort(terms, kind="stable")  # each term's postings in node order (nodes ascend in the batch)

@@ -227,9 +227,11 @@ class Interner:
             self.changes.extend(fresh)
             if len(self.changes) > 65536 and len(self.changes) > 2 * fresh.stop:
                 self.changes = None  # nobody has read it for long: the follower rebuilds instead
+        if not taken:
+            return np.arange(fresh.start, fresh.stop, dtype=np.int64)
         given = np.empty(len(taken) + len(fresh), dtype=np.int64)
         given[:len(taken)] = taken
-        given[len(taken):] = fresh
+        given[len(taken):] = np.arange(fresh.start, fresh.stop, dtype=np.int64)
         return given
 
     def add_new_encoded(self, blob: np.ndarray, bounds: np.ndarray) -> np.ndarray:

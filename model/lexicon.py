@@ -479,12 +479,16 @@ class TermLexicon:
         self.bytes_used += len(blob)
         self.used += len(ids)
 
-    def _term_arrays(self, size: int) -> None:
-        """Per term id: its bytes' (start, length) and its (mark, row) for counting, each pair side by side."""
-        self.location = np.zeros((size, 2), dtype=np.int64)
-        self.location[:, 1] = -1
-        self.marks = np.zeros((size, 2), dtype=np.int64)
-        self.marks[:, 0] = -1
+    def _term_arrays(self, size: int, keep: int = 0) -> None:
+        """Per term id: its bytes' (start, length) and its (mark, row) for counting, each pair side by side;
+        the first ``keep`` rows of each copied from the current arrays (the rest as new)."""
+        location, marks = np.zeros((size, 2), dtype=np.int64), np.zeros((size, 2), dtype=np.int64)
+        if keep:
+            location[:keep] = self.location[:keep]  # whole rows: contiguous copies
+            marks[:keep] = self.marks[:keep]
+        location[keep:, 1] = -1
+        marks[keep:, 0] = -1
+        self.location, self.marks = location, marks
         self.term_start, self.term_len = self.location[:, 0], self.location[:, 1]  # views, for reading
         self.mark, self.position = self.marks[:, 0], self.marks[:, 1]
 
@@ -492,11 +496,10 @@ class TermLexicon:
         if size <= len(self.term_len):
             return
         size = max(size, 2 * len(self.term_len))
-        old = {name: getattr(self, name) for name in ("term_hash", "term_start", "term_len", "mark", "position")}
-        self._term_arrays(size)
+        old_hash = self.term_hash
+        self._term_arrays(size, keep=len(self.term_len))
         self.term_hash = np.zeros(size, dtype=np.uint64)
-        for name, values in old.items():
-            getattr(self, name)[: len(values)] = values
+        self.term_hash[: len(old_hash)] = old_hash
 
     def _room_for(self, count: int) -> None:
         """Keep the table at most half full (deleted slots included) once ``count`` more terms are filed.

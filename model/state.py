@@ -470,7 +470,8 @@ class CountState:
         self.n1 += d1
         self.n2 += d2
         classes = self._class_ids(class_keys if type(class_keys) is tuple else tuple(class_keys))
-        pair_class = np.array(classes, dtype=np.int64)
+        # (class ids distinct: one value per index, so the scalar exact additions below leave what one
+        # ExactArray.add of them all would, bit for bit)
         self.total_docs.add(factor)
         for _ in classes:
             self.class_docs_total.add(factor)
@@ -478,8 +479,10 @@ class CountState:
         self.doc_terms += n_terms
         if self.touched_classes is not None:
             self.touched_classes.update(classes)
-        self.cls_docs.add(pair_class, np.full(len(classes), factor))
-        np.add.at(self.cls_refs, pair_class, 1)
+        cls_docs, cls_refs = self.cls_docs, self.cls_refs
+        for c in classes:  # in document order
+            cls_docs.add_at(c, factor)
+            cls_refs[c] += 1
         weights = raw if weigh is None else weigh(terms, raw, np.full(n_terms, n_terms, dtype=np.int64))
         self.seq += 1
         record = DocRecord(classes, terms, weights, raw, factor, t, self.seq)
@@ -495,9 +498,11 @@ class CountState:
             if len(classes) == 1:
                 self._add_entries(terms, np.full(len(terms), classes[0], dtype=np.int64), contrib)
             else:
-                self._add_entries(np.tile(terms, len(classes)), np.repeat(pair_class, len(terms)),
+                self._add_entries(np.tile(terms, len(classes)), np.repeat(np.array(classes, dtype=np.int64), len(terms)),
                                   np.tile(contrib, len(classes)))
-        self.cls_mass.add(pair_class, np.full(len(classes), mass))
+        cls_mass = self.cls_mass
+        for c in classes:
+            cls_mass.add_at(c, mass)
         for _ in classes:
             self.total_mass.add(mass)
         self.epoch += 1

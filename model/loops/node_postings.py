@@ -26,35 +26,54 @@ from .weights import chain_discount
 _SMALL = 64
 
 
+#: Columns of a term's row in the posting table (:attr:`model.document_nodes.DocumentNodes.post_table`).
+START, CAP, FILL, DEAD = 0, 1, 2, 3
+
+
 @njit(cache=True, nogil=True)
-def append_runs(run_terms, run_bounds, nodes, counts, post_start, post_cap, post_fill, arena_node, arena_count,
-                used):  # pragma: no cover - compiled
+def append_runs(run_terms, run_bounds, nodes, counts, table, arena_node, arena_count, used,
+                weight_epoch):  # pragma: no cover - compiled
     """Append ``nodes[run_bounds[r]:run_bounds[r + 1]]`` (and their counts) to the region of ``run_terms[r]``
-    (distinct terms); returns the arena's new high-water mark.
+    (distinct terms; ``table[t]`` = its region's start, capacity, fill) and mark the terms' weights stale
+    (``weight_epoch`` -1); returns ``(room, used, garbage)``.
 
     A full region moves to the end of the arena with capacity ``max(need, 2 * capacity, 4)`` (the old one
-    becomes garbage); the caller made room for every move (:meth:`DocumentNodes._append_runs`).
+    becomes garbage). First the room every move needs is summed: when the arena is shorter than the high-water
+    mark that gives (``room``), nothing is changed and ``(room, used, 0)`` is returned (the caller grows the
+    arena and calls again, :meth:`DocumentNodes._append_runs`); else ``(0, new high-water mark, capacity the
+    moves abandoned)``.
     """
+    room = used
+    for r in range(run_terms.shape[0]):
+        t = run_terms[r]
+        need = table[t, FILL] + run_bounds[r + 1] - run_bounds[r]
+        if need > table[t, CAP]:
+            room += max(need, 2 * table[t, CAP], 4)
+    if room > arena_node.shape[0] or room > arena_count.shape[0]:
+        return room, used, 0
+    garbage = 0
     for r in range(run_terms.shape[0]):
         t = run_terms[r]
         lo, hi = run_bounds[r], run_bounds[r + 1]
-        fill = post_fill[t]
+        fill = table[t, FILL]
         need = fill + hi - lo
-        if need > post_cap[t]:
-            cap = max(need, 2 * post_cap[t], 4)
-            old = post_start[t]
+        if need > table[t, CAP]:
+            cap = max(need, 2 * table[t, CAP], 4)
+            old = table[t, START]
             for i in range(fill):
                 arena_node[used + i] = arena_node[old + i]
                 arena_count[used + i] = arena_count[old + i]
-            post_start[t] = used
-            post_cap[t] = cap
+            garbage += table[t, CAP]
+            table[t, START] = used
+            table[t, CAP] = cap
             used += cap
-        at = post_start[t] + fill
+        at = table[t, START] + fill
         for i in range(lo, hi):
             arena_node[at + i - lo] = nodes[i]
             arena_count[at + i - lo] = counts[i]
-        post_fill[t] = need
-    return used
+        table[t, FILL] = need
+        weight_epoch[t] = -1
+    return 0, used, garbage
 
 
 @njit(cache=True, nogil=True)
