@@ -75,6 +75,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 from scipy.optimize import minimize
+from scipy.sparse import csr_matrix, diags
 from scipy.special import logsumexp
 
 from sgm.consumers.evaluation.dev_task import development_task
@@ -361,6 +362,135 @@ def char_mix(folds: Folds, lambdas: list[float], lengths: tuple[int, int], searc
     return merge(scored_settings(folds, settings), report)
 
 
+def term_block(folds: Folds, model, documents) -> dict:
+    """``documents`` as ``model`` scores them, split so the term weights can be refitted: the raw counts of
+    its known terms ``X`` (documents x distinct terms, before ``fw``), their ``fw`` weights ``g``, the table
+    ``log p_l(n)`` (terms x :attr:`Folds.labels`: ``log a_l + log p_b(n) + w(l, n)``, read from the model's own
+    posting cache) and ``theta log p(l)`` (``-1e9`` for labels the model has not learned). The model's label
+    score is then ``prior + X diag(r) table`` with ``r = g`` (checked by :func:`check_block`)."""
+    batch = model._prepare_weights(documents)  # the scoring kernel's input before fw
+    unique, local = np.unique(batch.terms, return_inverse=True)
+    state, label_model, p = model.state, model.labels, model.params
+    g = (term_class_weights(state, unique, p["gamma"], p["kappa"], p["eps"]) if model.spec.class_weights
+         else np.ones(len(unique)))
+    derived = label_model.class_terms(state)
+    label_model.refresh(state, unique)  # brings w(l, n) and log p_b(n) of these terms up to date
+    active, names = model.class_names()
+    cols = np.array([folds.labels.index(n) for n in names])
+    table = np.zeros((len(unique), len(folds.labels)))
+    table[:, cols] = label_model.postings.log_background[unique][:, None] + derived.log_a[active][None, :]
+    index, lengths = state.arena.ranges(unique)
+    column_of = np.full(state.classes.capacity, -1)
+    column_of[active] = cols
+    posting_col = column_of[state.arena.cls[index]]
+    keep = posting_col >= 0
+    np.add.at(table, (np.repeat(np.arange(len(unique)), lengths)[keep], posting_col[keep]),
+              label_model.postings.weight[index][keep])
+    prior = np.full(len(folds.labels), -1e9)
+    prior[cols] = derived.log_prior[active]
+    x = csr_matrix((batch.weights, (batch.owner, local)), shape=(batch.n_docs, len(unique)))
+    terms = state.terms.names
+    return {"x": x, "g": g, "table": table, "prior": prior, "terms": [terms[t] for t in unique.tolist()]}
+
+
+def block_scores(block: dict, r: np.ndarray) -> np.ndarray:
+    """The label scores of a :func:`term_block` with per-term weights ``r`` (``r = g``: the model's own)."""
+    return block["prior"] + block["x"] @ (r[:, None] * block["table"])
+
+
+def check_block(folds: Folds, model, documents, block: dict) -> float:
+    """The largest difference between the block's log posteriors at ``r = g`` and the model's own."""
+    scores = block_scores(block, block["g"])
+    learned = block["prior"] > -1e8
+    mine = np.maximum(scores[:, learned] - logsumexp(scores[:, learned], axis=1)[:, None], LOG_POSTERIOR_FLOOR)
+    return float(np.abs(mine - folds.log_posteriors(model, documents)[:, learned]).max())
+
+
+def tied_objective(blocks: list[dict], n_terms: int, loss: str, reg: float, margin: float = 1.0):
+    """``(value, gradient)`` in the tied term factors ``s`` (one per term of the global index): per block the
+    scores ``prior + X diag(base * s[index]) table``, loss ``cll`` (minus the conditional log likelihood) or
+    ``hinge`` (squared multi-class hinge, ``sum_{l != y} max(0, margin + S_l - S_y)^2``), plus
+    ``reg * |s - 1|^2``."""
+    prepared = []
+    for b in blocks:
+        rows = b["prior"][b["y"]] > -1e8  # documents whose true label the model has learned
+        a = (b["x"][rows] @ diags(b["base"])).tocsr()
+        prepared.append((a, a.T.tocsr(), b["table"], b["prior"], b["y"][rows], b["index"]))
+
+    def objective(s):
+        value, grad = reg * float(((s - 1.0) ** 2).sum()), 2.0 * reg * (s - 1.0)
+        for a, a_t, table, prior, y, index in prepared:
+            local = s[index]
+            scores = prior + a @ (local[:, None] * table)
+            rows = np.arange(len(y))
+            if loss == "cll":
+                norm = logsumexp(scores, axis=1)
+                value += float((norm - scores[rows, y]).sum())
+                coef = np.exp(scores - norm[:, None])
+                coef[rows, y] -= 1.0
+            else:
+                h = np.maximum(scores - scores[rows, y][:, None] + margin, 0.0)
+                h[rows, y] = 0.0
+                value += float((h**2).sum())
+                coef = 2.0 * h
+                coef[rows, y] = -coef.sum(1)
+            grad += np.bincount(index, ((a_t @ coef) * table).sum(1), minlength=n_terms)
+        return value, grad
+
+    return objective
+
+
+def tied_weights(folds: Folds, regs: list[float], losses: list[str], toward: str = "g", inner_folds: int = 4) -> dict:
+    """Per outer fold: ``inner_folds`` models on the rest of its training side give out-of-fold term blocks; one
+    factor ``s_n >= 0`` per term (tied across labels) is fitted on them by L-BFGS-B for each loss and ``reg``;
+    the model fitted on the whole training side scores the held fold with ``r_n = g(n) s_n`` (``toward="g"``) or
+    ``r_n = s_n`` (``toward="1"``: the fw weight replaced), terms the fit never saw keeping ``g(n)``."""
+    settings: dict[str, list[np.ndarray]] = collections.defaultdict(list)
+    report: dict[str, dict] = collections.defaultdict(lambda: {"seconds": 0.0, "iterations": [], "mean s": []})
+    worst = 0.0
+    for train, test, (fit_idx, held_idx) in folds.task.folds:
+        fit_idx = np.asarray(fit_idx)
+        order = np.random.default_rng(0).permutation(len(fit_idx))
+        truth = folds.truth(train)
+        blocks, index = [], {}
+        for part in np.array_split(order, inner_folds):
+            rest = np.setdiff1d(order, part)
+            model = folds.fitted(folds.documents(fit_idx[rest]), [train[i] for i in rest])
+            docs = folds.documents(fit_idx[part])
+            block = term_block(folds, model, docs)
+            worst = max(worst, check_block(folds, model, docs[:50], term_block(folds, model, docs[:50])))
+            block["index"] = np.array([index.setdefault(t, len(index)) for t in block["terms"]], dtype=np.int64)
+            block["base"] = block["g"] if toward == "g" else np.ones(len(block["g"]))
+            block["y"] = truth[part]
+            blocks.append(block)
+        held_docs = folds.documents(held_idx)
+        model = folds.fitted(folds.documents(fit_idx), train)
+        outer = term_block(folds, model, held_docs)
+        worst = max(worst, check_block(folds, model, held_docs, outer))
+        settings["plain"].append(block_scores(outer, outer["g"]))
+        seen = np.array([index.get(t, -1) for t in outer["terms"]], dtype=np.int64)
+        for loss in losses:
+            for reg in regs:
+                started = time.perf_counter()
+                fit = minimize(tied_objective(blocks, len(index), loss, reg), np.ones(len(index)), jac=True,
+                               method="L-BFGS-B", bounds=[(0.0, None)] * len(index), options={"maxiter": 1000})
+                s = fit.x
+                r = outer["g"].copy()
+                r[seen >= 0] = (outer["g"][seen >= 0] if toward == "g" else 1.0) * s[seen[seen >= 0]]
+                name = f"{loss} reg={reg}"
+                settings[name].append(block_scores(outer, r))
+                entry = report[name]
+                entry["seconds"] += time.perf_counter() - started
+                entry["iterations"].append(int(fit.nit))
+                entry["mean s"].append(round(float(s.mean()), 3))
+                print(f"  fold {len(settings['plain'])} {name}: {fit.nit} iterations, {fit.message}, "
+                      f"mean s {s.mean():.3f}, {time.perf_counter() - started:.1f} s", flush=True)
+    out = merge(scored_settings(folds, dict(settings)), {k: {**v, "seconds": round(v["seconds"], 1)}
+                                                         for k, v in report.items()})
+    out["check"] = {"largest log posterior difference at r = g": worst}
+    return out
+
+
 def merge(scores: dict, report: dict) -> dict:
     return {name: {**scores.get(name, {}), **report.get(name, {})} for name in {**scores, **report}}
 
@@ -374,7 +504,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("config", help="a tuned configuration (sgm tune --out)")
     parser.add_argument("--data", required=True)
     parser.add_argument("--lever", required=True,
-                        choices=["pairwise", "class-scale", "bigram-weight", "learned-fw", "char-ngrams", "char-mix"])
+                        choices=["pairwise", "class-scale", "bigram-weight", "learned-fw", "char-ngrams", "char-mix",
+                                 "tied-weights"])
     parser.add_argument("--margins", type=floats, default=[1.0, 2.0, 4.0, 8.0])
     parser.add_argument("--lambdas", type=floats, default=[0.5, 1.0, 2.0])
     parser.add_argument("--regs", type=floats, default=[0.1, 1.0, 10.0, 100.0])
@@ -386,6 +517,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--search", type=lambda t: tuple(int(v) for v in t.split("x")), default=(0, 1),
                         help="ITERSxPOINTS of sgm tune's dev-split search per setting before the CV (0x1: none)")
     parser.add_argument("--search-seed", type=int, default=0, help="seed of the search's random steps")
+    parser.add_argument("--losses", type=lambda t: t.split(","), default=["cll", "hinge"],
+                        help="tied-weights: the fitted losses (cll, hinge)")
+    parser.add_argument("--toward", choices=["g", "1"], default="g",
+                        help="tied-weights: r = g s (L2 towards g) or r = s (L2 towards 1, fw replaced)")
     args = parser.parse_args(argv)
     with open(args.config, encoding="utf-8") as f:
         config = json.load(f)
@@ -399,6 +534,8 @@ def main(argv: list[str] | None = None) -> None:
         scores = char_ngrams(folds, args.char_weights, args.char_lengths, args.search, args.search_seed)
     elif args.lever == "char-mix":
         scores = char_mix(folds, args.lambdas, args.char_lengths, args.search, args.search_seed)
+    elif args.lever == "tied-weights":
+        scores = tied_weights(folds, args.regs, args.losses, args.toward)
     elif args.lever == "bigram-weight":
         scores = reweighted(folds, "weight", args.weights, bigram_weight)
     else:
