@@ -79,8 +79,9 @@ from scipy.sparse import csr_matrix, diags
 from scipy.special import logsumexp
 
 from sgm.consumers.evaluation.dev_task import development_task
-from sgm.consumers.evaluation.harness import (EvalSetup, build_model, learn_split, load_examples,
-                                              log_posteriors_in_batches, resolve_data)
+from sgm.consumers.evaluation.documents import ReadDocuments
+from sgm.consumers.evaluation.harness import (EvalSetup, build_model, labelled, learn_split, load_examples,
+                                              log_posteriors_in_batches, resolve_data, train_test)
 from sgm.consumers.evaluation.search import dimensions_for, gaussian_random_search
 from sgm.model.spec import parse_spec
 from sgm.model.term_class_weights import term_class_weights
@@ -164,6 +165,13 @@ class Folds:
         self.config = self.task.config_for(config.get("params") or {})
         self.labels = sorted({l for d in self.docs for l in d.labels})
         self.binary = bool((self.config.get("tokenizer") or {}).get("binary"))
+
+    def on_test_split(self) -> None:
+        """One fold instead: the whole training side learned, the standard test split scored (numbers such
+        as a lever's strength must then be chosen beforehand, on the CV folds)."""
+        train, test = (labelled(part) for part in train_test(self.docs))
+        self.task.read = ReadDocuments(train + test, self.task.base_config, False)
+        self.task.folds = [(train, test, (list(range(len(train))), list(range(len(train), len(train) + len(test)))))]
 
     def documents(self, indices) -> list:
         return self.task.read.for_config(self.config, list(indices))
@@ -519,6 +527,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--search-seed", type=int, default=0, help="seed of the search's random steps")
     parser.add_argument("--losses", type=lambda t: t.split(","), default=["cll", "hinge"],
                         help="tied-weights: the fitted losses (cll, hinge)")
+    parser.add_argument("--on-test", action="store_true",
+                        help="tied-weights: learn the whole training side, score the standard test split (one fold)")
     parser.add_argument("--toward", choices=["g", "1"], default="g",
                         help="tied-weights: r = g s (L2 towards g) or r = s (L2 towards 1, fw replaced)")
     args = parser.parse_args(argv)
@@ -526,6 +536,10 @@ def main(argv: list[str] | None = None) -> None:
         config = json.load(f)
     started = time.perf_counter()
     folds = Folds(args.data, config)
+    if args.on_test:
+        if args.lever != "tied-weights":
+            parser.error("--on-test is for --lever tied-weights")
+        folds.on_test_split()
     if args.lever == "pairwise":
         scores = pairwise(folds, args.margins, args.lambdas)
     elif args.lever == "class-scale":
