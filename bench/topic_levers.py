@@ -81,6 +81,8 @@ the model's to 5e-11 on every fold (the report's ``check``). Measured 2026-11-27
   0.9406 / 0.9400 / 0.9388 / 0.9389 / 0.9391 / 0.9385 / 0.9378 / 0.9360; at 0.003 fixed 99, broke 56 (sign test
   p 0.0007); chosen on the other folds 0.9412 (reg 0.003 in every fold; +0.66 points; 0.9406 over the 0.01-100
   run alone). Unregularized (reg 0) it overfits (mean s 3-12, fixed 185 / broke 180).
+- r52 CV, ``--toward 1`` (``r_n = s_n``, fw replaced, L2 towards 1), cll reg 0.003 / 0.01 / 0.1: 0.9411 / 0.9409 /
+  0.9391 (fixed 129, broke 87 at 0.003; 2-3x the iterations); chosen on the other folds 0.9398: no better than ``g``.
 - r52 CV, hinge, reg 0.1 / 1 / 10 / 100: 0.9369 / 0.9366 / 0.9380 / 0.9380: below cll and 2-6x its fitting time.
 - r52 test (2,568 documents, plain 0.9408, LinearSVC 0.9505): cll reg 0.001 / 0.003 / 0.01 / 0.1 / 1 / 10:
   0.9451 / **0.9470** / 0.9463 / 0.9420 / 0.9451 / 0.9447; at the CV-chosen 0.003 fixed 40, broke 24 (p 0.06).
