@@ -6,7 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from bench.topic_levers import fit_class_scale, learned_side_weighted, main, with_bigram_weight, with_char_ngrams
+from types import SimpleNamespace
+
+from scipy.special import logsumexp
+
+from bench.topic_levers import (block_scores, fit_class_scale, learned_side_weighted, main, term_block, tied_objective,
+                                with_bigram_weight, with_char_ngrams)
 from sgm.model import build_model
 from sgm.model.term_class_weights import term_class_weights
 from sgm.model.text import CHAR_MARK, Tokenizer
@@ -101,3 +106,43 @@ def test_the_char_levers_run_and_their_neutral_settings_are_the_plain_model(tmp_
     assert report["lambda=0.0"]["cv"] == report["plain"]["cv"]  # no char model: the plain decisions
     assert report["lambda=0.0"]["fixed"] == report["lambda=0.0"]["broken"] == 0
     assert 0 <= report["chars alone"]["cv"] <= 1 and report["chars"]["seconds"]["learn"] >= 0
+
+
+def test_a_term_block_is_the_models_own_score_at_r_equal_g():
+    model = fw_model()
+    queries = [{"cheap": 1, "noon": 2, "unseen": 5}, {"meeting": 3, "pills": 1, "cheap pills": 1}]
+    block = term_block(SimpleNamespace(labels=["ham", "other", "spam"]), model, queries)
+    assert block["terms"] and "unseen" not in block["terms"]
+    assert block["prior"][1] < -1e8  # a label the model has not learned
+    classes, log_post = model.predict_log_proba_many(queries)
+    columns = [["ham", "other", "spam"].index(c) for c in classes]
+    scores = block_scores(block, block["g"])[:, columns]
+    assert np.allclose(scores - logsumexp(scores, axis=1)[:, None], log_post, atol=1e-10)
+    other = block_scores(block, np.ones(len(block["g"])))[:, columns]  # without fw: another score
+    assert not np.allclose(other - logsumexp(other, axis=1)[:, None], log_post, atol=1e-3)
+
+
+@pytest.mark.parametrize("loss", ["cll", "hinge"])
+def test_the_tied_objective_gradient_is_its_derivative(loss):
+    model = fw_model()
+    block = term_block(SimpleNamespace(labels=["ham", "spam"]), model, DOCS)
+    n = len(block["terms"])
+    block.update(index=np.arange(n), base=block["g"], y=np.array([1, 0, 1]))
+    objective = tied_objective([block], n, loss, 0.3)
+    s = np.linspace(0.5, 1.5, n)
+    value, grad = objective(s)
+    for j in range(n):
+        step = np.zeros(n)
+        step[j] = 1e-6
+        assert grad[j] == pytest.approx((objective(s + step)[0] - objective(s - step)[0]) / 2e-6, rel=1e-4, abs=1e-6)
+
+
+def test_tied_weights_run_and_a_strong_pull_keeps_the_plain_model(tmp_path, capsys):
+    data, config = toy_data(tmp_path)
+    main(["--data", data, config, "--lever", "tied-weights", "--regs", "0.01,1e9"])
+    report = printed_report(capsys)
+    assert report["check"]["largest log posterior difference at r = g"] < 1e-8
+    assert report["plain"]["cv"] > 0.5 and report["plain"]["fixed"] == report["plain"]["broken"] == 0
+    for loss in ("cll", "hinge"):
+        assert report[f"{loss} reg=1000000000.0"]["fixed"] == report[f"{loss} reg=1000000000.0"]["broken"] == 0
+        assert 0 <= report[f"{loss} reg=0.01"]["cv"] <= 1 and len(report[f"{loss} reg=0.01"]["iterations"]) == 5
