@@ -8,6 +8,8 @@
     python -m bench.topic_levers --data r52 CONFIG.json --lever char-mix      [--lambdas 0.1,0.3,1] [--char-lengths 3-5] [--search 6x12]
     python -m bench.topic_levers --data r52 CONFIG.json --lever tied-weights  [--regs 0.003,0.01,1] [--losses cll,hinge]
                                                                               [--toward g] [--on-test]
+    python -m bench.topic_levers --data r52 CONFIG.json --lever tied-online   [--etas 0.01,0.1] [--regs 0,0.003]
+                                                                              [--epochs 2] (bench/topic_levers_online.py)
 
 The score is the 5-fold cross-validated accuracy of the CV choice rule (``--dev-folds 5 --dev-seed 1``,
 training side only; docs/RESULTS.md's "CV" column), so the plain configuration reproduces that column; every
@@ -547,10 +549,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", required=True)
     parser.add_argument("--lever", required=True,
                         choices=["pairwise", "class-scale", "bigram-weight", "learned-fw", "char-ngrams", "char-mix",
-                                 "tied-weights"])
+                                 "tied-weights", "tied-online"])
     parser.add_argument("--margins", type=floats, default=[1.0, 2.0, 4.0, 8.0])
     parser.add_argument("--lambdas", type=floats, default=[0.5, 1.0, 2.0])
-    parser.add_argument("--regs", type=floats, default=[0.1, 1.0, 10.0, 100.0])
+    parser.add_argument("--regs", type=floats, default=None, help="0.1,1,10,100 (tied-online: 0,0.003)")
     parser.add_argument("--weights", type=floats, default=[0.25, 0.5, 1.0, 1.5, 2.0, 3.0])
     parser.add_argument("--alphas", type=floats, default=[0.0, 0.25, 0.5, 1.0])
     parser.add_argument("--char-weights", type=floats, default=[0.1, 0.3, 1.0])
@@ -561,18 +563,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--search-seed", type=int, default=0, help="seed of the search's random steps")
     parser.add_argument("--losses", type=lambda t: t.split(","), default=["cll", "hinge"],
                         help="tied-weights: the fitted losses (cll, hinge)")
+    parser.add_argument("--etas", type=floats, default=[0.01, 0.03, 0.1, 0.3], help="tied-online: step sizes")
+    parser.add_argument("--epochs", type=int, default=1, help="tied-online: passes of steps (2: a ceiling)")
+    parser.add_argument("--stream-seed", type=int, default=0, help="tied-online: seed of the stream order")
     parser.add_argument("--on-test", action="store_true",
                         help="tied-weights: learn the whole training side, score the standard test split (one fold)")
     parser.add_argument("--toward", choices=["g", "1"], default="g",
                         help="tied-weights: r = g s (L2 towards g) or r = s (L2 towards 1, fw replaced)")
     args = parser.parse_args(argv)
+    if args.regs is None:
+        args.regs = [0.0, 0.003] if args.lever == "tied-online" else [0.1, 1.0, 10.0, 100.0]
     with open(args.config, encoding="utf-8") as f:
         config = json.load(f)
     started = time.perf_counter()
     folds = Folds(args.data, config)
     if args.on_test:
-        if args.lever != "tied-weights":
-            parser.error("--on-test is for --lever tied-weights")
+        if args.lever not in ("tied-weights", "tied-online"):
+            parser.error("--on-test is for --lever tied-weights or tied-online")
         folds.on_test_split()
     if args.lever == "pairwise":
         scores = pairwise(folds, args.margins, args.lambdas)
@@ -584,6 +591,10 @@ def main(argv: list[str] | None = None) -> None:
         scores = char_mix(folds, args.lambdas, args.char_lengths, args.search, args.search_seed)
     elif args.lever == "tied-weights":
         scores = tied_weights(folds, args.regs, args.losses, args.toward)
+    elif args.lever == "tied-online":
+        from bench.topic_levers_online import tied_online  # a sibling module that imports this one
+
+        scores = tied_online(folds, args.etas, args.regs, args.epochs, args.stream_seed)
     elif args.lever == "bigram-weight":
         scores = reweighted(folds, "weight", args.weights, bigram_weight)
     else:
