@@ -84,7 +84,7 @@ def tied_online(folds: Folds, etas: list[float], regs: list[float], epochs: int 
     """Per outer fold: the stream of :func:`streamed`, then per ``(eta, reg)`` the steps over it (``epochs``
     passes, each pass scored), and the held fold scored by the final model with ``r = g s``."""
     settings: dict[str, list[np.ndarray]] = collections.defaultdict(list)
-    report: dict[str, dict] = collections.defaultdict(lambda: {"seconds": 0.0, "mean s": []})
+    report: dict[str, dict] = collections.defaultdict(lambda: {"seconds": 0.0, "mean s": [], "moved": []})
     worst, stream_seconds, steps = 0.0, 0.0, 0
     for train, test, (fit_idx, held_idx) in folds.task.folds:
         records, index, model, diff, seconds = streamed(folds, train, fit_idx, seed)
@@ -106,6 +106,7 @@ def tied_online(folds: Folds, etas: list[float], regs: list[float], epochs: int 
                     name = f"eta={eta} reg={reg}" + (f" epochs={epoch}" if epoch > 1 else "")
                     settings[name].append(block_scores(outer, r))
                     report[name]["mean s"].append(round(float(s.mean()), 3))
+                    report[name]["moved"].append(int((s != 1.0).sum()))  # terms whose s left 1
                     report[name]["seconds"] += time.perf_counter() - started  # cumulative over the epochs
                 print(f"  fold {len(settings['plain'])} eta={eta} reg={reg}: mean s {s.mean():.3f}, "
                       f"max {s.max():.2f}, zero {(s == 0).mean():.3f}, {time.perf_counter() - started:.1f} s", flush=True)

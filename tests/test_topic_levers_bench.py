@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 from scipy.special import logsumexp
 
+from bench.topic_levers_online import online_gradient, online_step
 from bench.topic_levers import (block_scores, fit_class_scale, learned_side_weighted, main, term_block, tied_objective,
                                 with_bigram_weight, with_char_ngrams)
 from sgm.model import build_model
@@ -146,3 +147,41 @@ def test_tied_weights_run_and_a_strong_pull_keeps_the_plain_model(tmp_path, caps
     for loss in ("cll", "hinge"):
         assert report[f"{loss} reg=1000000000.0"]["fixed"] == report[f"{loss} reg=1000000000.0"]["broken"] == 0
         assert 0 <= report[f"{loss} reg=0.01"]["cv"] <= 1 and len(report[f"{loss} reg=0.01"]["iterations"]) == 5
+
+
+def test_the_online_step_is_the_offline_cll_gradient_of_one_document():
+    model = fw_model()
+    truth = [1, 0, 1]  # spam, ham, spam over ["ham", "spam"]
+    s = np.linspace(0.6, 1.4, 9)
+    df = np.zeros(9)
+    for j, doc in enumerate(DOCS):
+        block = term_block(SimpleNamespace(labels=["ham", "spam"]), model, [doc])
+        n = len(block["terms"])
+        index = np.arange(n) + j  # the document's terms somewhere in a longer s
+        block.update(index=np.arange(n), base=block["g"], y=np.array([truth[j]]))
+        record = {"index": index, "xg": block["x"].toarray()[0] * block["g"], "table": block["table"],
+                  "prior": block["prior"], "y": truth[j]}
+        _, offline = tied_objective([block], n, "cll", 0.0)(s[index])  # minus the document's CLL, reg 0
+        assert np.allclose(online_gradient(record, s), -offline, rtol=1e-9, atol=1e-12)
+        assert np.abs(offline).max() > 1e-3  # a real step
+        before = s.copy()
+        online_step(s, df, record, 0.5, 0.0)
+        assert np.allclose(s[index], np.maximum(before[index] - 0.5 * offline, 0.0))
+        untouched = np.setdiff1d(np.arange(9), index)
+        assert np.array_equal(s[untouched], before[untouched])
+    s, df = np.full(3, 2.0), np.zeros(3)
+    record = {"index": np.arange(3), "xg": np.zeros(3), "table": np.zeros((3, 2)), "prior": np.zeros(2), "y": 0}
+    online_step(s, df, record, 0.1, 5.0)  # no likelihood gradient: the pull alone, reg / df_n with df_n = 1
+    assert np.allclose(s, 2.0 - 0.1 * 2 * 5.0 * 1.0) and np.array_equal(df, [1, 1, 1])
+
+
+def test_tied_online_runs_and_eta_zero_is_the_plain_streamed_model(tmp_path, capsys):
+    data, config = toy_data(tmp_path)
+    main(["--data", data, config, "--lever", "tied-online", "--etas", "0,0.5", "--regs", "0,0.1", "--epochs", "2"])
+    report = printed_report(capsys)
+    assert report["check"]["largest log posterior difference at s = 1"] < 1e-8
+    assert report["stream"]["steps"] > 100  # 5 folds of ~40 documents, each a step once its label is known
+    for name in ("eta=0.0 reg=0.0", "eta=0.0 reg=0.1", "eta=0.0 reg=0.0 epochs=2"):
+        assert report[name]["cv"] == report["plain"]["cv"] and report[name]["fixed"] == report[name]["broken"] == 0
+        assert report[name]["mean s"] == [1.0] * 5 and report[name]["moved"] == [0] * 5
+    assert min(report["eta=0.5 reg=0.0"]["moved"]) > 0  # a step moves s
