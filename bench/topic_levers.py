@@ -565,6 +565,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="tied-weights: the fitted losses (cll, hinge)")
     parser.add_argument("--etas", type=floats, default=[0.01, 0.03, 0.1, 0.3], help="tied-online: step sizes")
     parser.add_argument("--epochs", type=int, default=1, help="tied-online: passes of steps (2: a ceiling)")
+    parser.add_argument("--variants", type=lambda t: tuple(t.split(",")), default=("sgd",),
+                        help="tied-online: sgd (a constant step), adagrad (a per-term step)")
     parser.add_argument("--stream-seed", type=int, default=0, help="tied-online: seed of the stream order")
     parser.add_argument("--on-test", action="store_true",
                         help="tied-weights: learn the whole training side, score the standard test split (one fold)")
@@ -594,7 +596,7 @@ def main(argv: list[str] | None = None) -> None:
     elif args.lever == "tied-online":
         from bench.topic_levers_online import tied_online  # a sibling module that imports this one
 
-        scores = tied_online(folds, args.etas, args.regs, args.epochs, args.stream_seed)
+        scores = tied_online(folds, args.etas, args.regs, args.epochs, args.stream_seed, args.variants)
     elif args.lever == "bigram-weight":
         scores = reweighted(folds, "weight", args.weights, bigram_weight)
     else:

@@ -46,12 +46,40 @@ def online_gradient(record: dict, s: np.ndarray) -> np.ndarray:
     return record["xg"] * (table[:, record["y"]] - table @ p)
 
 
-def online_step(s: np.ndarray, df: np.ndarray, record: dict, eta: float, reg: float) -> None:
-    """One projected gradient step on ``s`` (in place) for one document; ``df`` counts the steps per term."""
+def online_step(s: np.ndarray, df: np.ndarray, record: dict, eta: float, reg: float,
+                squares: np.ndarray | None = None) -> None:
+    """One projected gradient step on ``s`` (in place) for one document; ``df`` counts the steps per term. With
+    ``squares`` (the running sums of each term's squared steps, updated in place) the step is AdaGrad's:
+    ``eta`` divided per term by the root of that sum."""
     index = record["index"]
     df[index] += 1
     local = s[index]
-    s[index] = np.maximum(local + eta * (online_gradient(record, s) - 2.0 * reg / df[index] * (local - 1.0)), 0.0)
+    direction = online_gradient(record, s) - 2.0 * reg / df[index] * (local - 1.0)
+    if squares is not None:
+        squares[index] += direction**2
+        direction = direction / np.sqrt(np.maximum(squares[index], 1e-300))
+    s[index] = np.maximum(local + eta * direction, 0.0)
+
+
+class Averaged:
+    """The mean of ``s`` over the steps so far (Polyak-Ruppert averaging), kept lazily: a term's running total
+    is brought up to date only when a step touches it."""
+
+    def __init__(self, s: np.ndarray) -> None:
+        self.total, self.last, self.t = np.zeros(len(s)), np.zeros(len(s)), 0
+
+    def before(self, s: np.ndarray, index: np.ndarray) -> None:
+        """Call before the step ``t + 1`` moves ``s[index]``; :meth:`after` after it."""
+        self.total[index] += s[index] * (self.t - self.last[index])
+        self.last[index] = self.t
+        self.t += 1
+
+    def after(self, s: np.ndarray, index: np.ndarray) -> None:
+        self.total[index] += s[index]
+        self.last[index] = self.t
+
+    def mean(self, s: np.ndarray) -> np.ndarray:
+        return (self.total + s * (self.t - self.last)) / max(self.t, 1)
 
 
 def streamed(folds: Folds, train, fit_idx, seed: int, check_every: int = 500) -> tuple[list, dict, object, float, float]:
@@ -80,9 +108,11 @@ def streamed(folds: Folds, train, fit_idx, seed: int, check_every: int = 500) ->
     return records, index, model, worst, time.perf_counter() - started
 
 
-def tied_online(folds: Folds, etas: list[float], regs: list[float], epochs: int = 1, seed: int = 0) -> dict:
-    """Per outer fold: the stream of :func:`streamed`, then per ``(eta, reg)`` the steps over it (``epochs``
-    passes, each pass scored), and the held fold scored by the final model with ``r = g s``."""
+def tied_online(folds: Folds, etas: list[float], regs: list[float], epochs: int = 1, seed: int = 0,
+                variants: tuple[str, ...] = ("sgd",)) -> dict:
+    """Per outer fold: the stream of :func:`streamed`, then per variant (``sgd``: a constant step; ``adagrad``)
+    and ``(eta, reg)`` the steps over it (``epochs`` passes, each pass scored), and the held fold scored by the
+    final model with ``r = g s``: ``s`` the last one, and ``averaged``, its mean over the steps."""
     settings: dict[str, list[np.ndarray]] = collections.defaultdict(list)
     report: dict[str, dict] = collections.defaultdict(lambda: {"seconds": 0.0, "mean s": [], "moved": []})
     worst, stream_seconds, steps = 0.0, 0.0, 0
@@ -94,22 +124,30 @@ def tied_online(folds: Folds, etas: list[float], regs: list[float], epochs: int 
         worst = max(worst, check_block(folds, model, held_docs, outer))
         settings["plain"].append(block_scores(outer, outer["g"]))
         seen = np.array([index.get(t, -1) for t in outer["terms"]], dtype=np.int64)
-        for eta in etas:
-            for reg in regs:
-                started = time.perf_counter()
-                s, df = np.ones(len(index)), np.zeros(len(index))
-                for epoch in range(1, epochs + 1):
-                    for record in records:
-                        online_step(s, df, record, eta, reg)
-                    r = outer["g"].copy()
-                    r[seen >= 0] *= s[seen[seen >= 0]]
-                    name = f"eta={eta} reg={reg}" + (f" epochs={epoch}" if epoch > 1 else "")
-                    settings[name].append(block_scores(outer, r))
-                    report[name]["mean s"].append(round(float(s.mean()), 3))
-                    report[name]["moved"].append(int((s != 1.0).sum()))  # terms whose s left 1
-                    report[name]["seconds"] += time.perf_counter() - started  # cumulative over the epochs
-                print(f"  fold {len(settings['plain'])} eta={eta} reg={reg}: mean s {s.mean():.3f}, "
-                      f"max {s.max():.2f}, zero {(s == 0).mean():.3f}, {time.perf_counter() - started:.1f} s", flush=True)
+        for variant in variants:
+            for eta in etas:
+                for reg in regs:
+                    started = time.perf_counter()
+                    s, df = np.ones(len(index)), np.zeros(len(index))
+                    squares = np.zeros(len(index)) if variant == "adagrad" else None
+                    average = Averaged(s)
+                    for epoch in range(1, epochs + 1):
+                        for record in records:
+                            average.before(s, record["index"])
+                            online_step(s, df, record, eta, reg, squares)
+                            average.after(s, record["index"])
+                        for kind, value in (("", s), (" averaged", average.mean(s))):
+                            r = outer["g"].copy()
+                            r[seen >= 0] *= value[seen[seen >= 0]]
+                            name = (f"{'' if variant == 'sgd' else variant + ' '}eta={eta} reg={reg}{kind}"
+                                    + (f" epochs={epoch}" if epoch > 1 else ""))
+                            settings[name].append(block_scores(outer, r))
+                            report[name]["mean s"].append(round(float(value.mean()), 3))
+                            report[name]["moved"].append(int((value != 1.0).sum()))  # terms whose s left 1
+                            report[name]["seconds"] += time.perf_counter() - started  # cumulative over epochs
+                    print(f"  fold {len(settings['plain'])} {variant} eta={eta} reg={reg}: mean s {s.mean():.3f}, "
+                          f"max {s.max():.2f}, zero {(s == 0).mean():.3f}, {time.perf_counter() - started:.1f} s",
+                          flush=True)
         print(f"  fold {len(settings['plain'])}: {len(records)} steps, stream {seconds:.1f} s", flush=True)
     scores = scored_settings(folds, dict(settings))
     scores["chosen on the other folds, epochs=2 too"] = scores.pop("chosen on the other folds")

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from scipy.special import logsumexp
 
-from bench.topic_levers_online import online_gradient, online_step
+from bench.topic_levers_online import Averaged, online_gradient, online_step
 from bench.topic_levers import (block_scores, fit_class_scale, learned_side_weighted, main, term_block, tied_objective,
                                 with_bigram_weight, with_char_ngrams)
 from sgm.model import build_model
@@ -169,6 +169,10 @@ def test_the_online_step_is_the_offline_cll_gradient_of_one_document():
         assert np.allclose(s[index], np.maximum(before[index] - 0.5 * offline, 0.0))
         untouched = np.setdiff1d(np.arange(9), index)
         assert np.array_equal(s[untouched], before[untouched])
+    s, squares = np.full(len(index), 5.0), np.zeros(len(index))
+    record["index"] = np.arange(len(index))
+    online_step(s, np.zeros(len(index)), record, 0.1, 0.0, squares)  # AdaGrad's first step: eta per term
+    assert np.allclose(np.abs(s - 5.0), 0.1) and np.allclose(squares, online_gradient(record, np.full(len(index), 5.0)) ** 2)
     s, df = np.full(3, 2.0), np.zeros(3)
     record = {"index": np.arange(3), "xg": np.zeros(3), "table": np.zeros((3, 2)), "prior": np.zeros(2), "y": 0}
     online_step(s, df, record, 0.1, 5.0)  # no likelihood gradient: the pull alone, reg / df_n with df_n = 1
@@ -177,11 +181,30 @@ def test_the_online_step_is_the_offline_cll_gradient_of_one_document():
 
 def test_tied_online_runs_and_eta_zero_is_the_plain_streamed_model(tmp_path, capsys):
     data, config = toy_data(tmp_path)
-    main(["--data", data, config, "--lever", "tied-online", "--etas", "0,0.5", "--regs", "0,0.1", "--epochs", "2"])
+    main(["--data", data, config, "--lever", "tied-online", "--etas", "0,0.5", "--regs", "0,0.1", "--epochs", "2",
+          "--variants", "sgd,adagrad"])
     report = printed_report(capsys)
     assert report["check"]["largest log posterior difference at s = 1"] < 1e-8
     assert report["stream"]["steps"] > 100  # 5 folds of ~40 documents, each a step once its label is known
-    for name in ("eta=0.0 reg=0.0", "eta=0.0 reg=0.1", "eta=0.0 reg=0.0 epochs=2"):
+    for name in ("eta=0.0 reg=0.0", "eta=0.0 reg=0.1", "eta=0.0 reg=0.0 epochs=2", "eta=0.0 reg=0.0 averaged",
+                 "adagrad eta=0.0 reg=0.1", "adagrad eta=0.0 reg=0.0 averaged epochs=2"):
         assert report[name]["cv"] == report["plain"]["cv"] and report[name]["fixed"] == report[name]["broken"] == 0
         assert report[name]["mean s"] == [1.0] * 5 and report[name]["moved"] == [0] * 5
     assert min(report["eta=0.5 reg=0.0"]["moved"]) > 0  # a step moves s
+    assert min(report["adagrad eta=0.5 reg=0.0 averaged"]["moved"]) > 0
+
+
+def test_the_lazy_average_is_the_mean_of_s_over_the_steps():
+    rng = np.random.default_rng(0)
+    s, df, squares = np.ones(6), np.zeros(6), np.zeros(6)
+    average, history = Averaged(s), []
+    for _ in range(40):
+        index = np.sort(rng.choice(6, size=rng.integers(1, 4), replace=False))
+        record = {"index": index, "xg": rng.random(len(index)), "table": rng.normal(size=(len(index), 3)),
+                  "prior": np.zeros(3), "y": int(rng.integers(3))}
+        average.before(s, index)
+        online_step(s, df, record, 0.3, 0.01, squares)
+        average.after(s, index)
+        history.append(s.copy())
+    assert np.allclose(average.mean(s), np.mean(history, axis=0), rtol=1e-12)
+    assert np.ptp(np.mean(history, axis=0)) > 0.01
