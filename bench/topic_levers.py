@@ -567,7 +567,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=1, help="tied-online: passes of steps (2: a ceiling)")
     parser.add_argument("--variants", type=lambda t: tuple(t.split(",")), default=("sgd",),
                         help="tied-online: sgd (a constant step), adagrad (a per-term step)")
-    parser.add_argument("--stream-seed", type=int, default=0, help="tied-online: seed of the stream order")
+    parser.add_argument("--stream-seed", type=int, default=0, help="tied-online: seed of the stream order (-1: the data's order)")
     parser.add_argument("--on-test", action="store_true",
                         help="tied-weights: learn the whole training side, score the standard test split (one fold)")
     parser.add_argument("--toward", choices=["g", "1"], default="g",

@@ -130,11 +130,12 @@ class Averaged:
 
 def streamed(folds: Folds, train, fit_idx, seed: int,
              check_every: int = 500) -> tuple[list, dict, object, float, float]:
-    """The fold's training side learned one document at a time in a seeded order, each read as a step record
+    """The fold's training side learned one document at a time in a seeded order (``seed < 0``: the data's own
+    order, as the CV folds list it), each read as a step record
     before it is learned; the records (documents whose label the model had not learned yet have none), the
     global term index, the final model, the largest block-vs-model difference and the seconds."""
     started = time.perf_counter()
-    order = np.random.default_rng(seed).permutation(len(fit_idx))
+    order = np.arange(len(fit_idx)) if seed < 0 else np.random.default_rng(seed).permutation(len(fit_idx))
     documents = folds.documents(np.asarray(fit_idx)[order])
     truth = folds.truth(train)
     model = build_model(folds.config)
