@@ -30,40 +30,40 @@ on the other folds" chooses among the one-pass settings only (what a service wou
 also pick a second epoch is reported apart.
 
 Measured 2026-11-27 (configs as ``tied-weights``: r52's CV single, webkb's ``uc_pd_jm_dp_fw_ps`` + bigrams of
-docs/RESULTS.md, r8's of its run; plain 0.9346 / 0.8687 / 0.9623: the streamed model at ``s = 1`` gives the batch
-model's decisions; check <= 1.3e-10 everywhere; a 2-core machine shared with other runs):
-- r52, constant step (``sgd``), one pass, eta 0.003 / 0.01 / 0.03 / 0.1 / 0.3 / 1: 0.9360 / 0.9374 / 0.9374 /
-  0.9369 / **0.9398** / 0.9375 at reg 0 (reg 0.003 and 0.03, scaled per step as above, the same except at eta 1:
-  0.9386 / 0.9398); at reg 0.3: 0.9360 / 0.9374 / 0.9372 / 0.9372 / 0.9389 / 0.9374. The constant step is noisy
-  (eta 0.3 fixed 103, broke 69; eta 1 fixed 139, broke 120). Averaged ``s``: at most 0.9412 (eta 1, reg 0.3;
-  0.9403 at reg 0). Chosen on the other folds (those 24 settings, last and averaged): **0.9382** (+0.36). Two
-  epochs (the ceiling): at most 0.9401, averaged 0.9420 (eta 1). At best level with offline's 0.9412.
+docs/RESULTS.md, r8's of its run; plain 0.9346 / 0.8687 / 0.9623: the streamed model at ``s = 1`` has the batch
+model's CV accuracy; check <= 1.3e-10 everywhere; a 2-core machine shared with other runs):
+- r52, constant step (``sgd``), one pass, eta 0.003 / 0.01 / 0.03 / 0.1 / 0.3 / 1: 0.9360 / 0.9374 / 0.9374 / 0.9369
+  / **0.9398** / 0.9375 at reg 0 (reg 0.003 and 0.03, scaled per step as above, the same except at eta 1: 0.9386 /
+  0.9398); at reg 0.3: 0.9360 / 0.9374 / 0.9372 / 0.9372 / 0.9389 / 0.9374. The constant step is noisy (eta 0.3
+  fixed 103, broke 69; eta 1 fixed 139, broke 120). Averaged ``s``: at most 0.9412 (eta 1, reg 0.3; 0.9403 at reg
+  0). Chosen on the other folds (those 24 settings, last or averaged ``s``: 48): **0.9382** (+0.36). Two epochs (the
+  ceiling): at most 0.9401, averaged 0.9420 (eta 1). At best level with offline's 0.9412.
 - r52, ``adagrad``, one pass, reg 0, eta 0.03 / 0.1 / 0.3 / 0.5 / 1 / 2 / 4: 0.9366 / 0.9371 / 0.9385 / 0.9406 /
-  0.9426 / 0.9434 / 0.9423; averaged 0.9357 / 0.9371 / 0.9372 / 0.9385 / 0.9408 / **0.9453** / 0.9444 (stream
-  seed 0; eta 2 averaged 0.9443 / 0.9450 at seeds 1 / 2; at seed 0 it fixed 115, broke 45, sign test p 3e-8).
-  reg 0.3 is lower (0.9374-0.9409). Chosen on the other folds (the 16 one-pass settings eta 0.5 / 1 / 2 / 4 x reg
-  0 / 0.3 x last / averaged): **0.9453** (seed 0: eta 2 averaged in every fold) / 0.9429 (seed 1) / 0.9430 (seed
-  2) / 0.9426 (``--stream-seed -1``: the data's own order, Reuters' roughly chronological one, as a service
-  would see it), against offline ``tied-weights`` (cll, reg 0.003) **0.9412** in the same session (fixed 99,
-  broke 56; 126 s of L-BFGS-B over the 5 folds, plus 4 inner models per fold). Two epochs of AdaGrad (eta 0.03-1): at most 0.9415
-  (eta 1, reg 0.03), no better than one.
+  0.9426 / 0.9434 / 0.9423; averaged 0.9357 / 0.9371 / 0.9372 / 0.9385 / 0.9408 / **0.9453** / 0.9444 (stream seed
+  0; eta 2 averaged 0.9443 / 0.9450 at seeds 1 / 2; at seed 0 it fixed 115, broke 45, sign test p 3e-8). reg 0.3 is
+  lower (0.9374-0.9409). Chosen on the other folds (the 16 one-pass settings eta 0.5 / 1 / 2 / 4 x reg 0 / 0.3 x
+  last / averaged): **0.9453** (seed 0: eta 2 averaged in every fold) / 0.9429 (seed 1) / 0.9430 (seed 2) / 0.9426
+  (``--stream-seed -1``: the data's own order, Reuters' roughly chronological one, as a service would see it),
+  against offline ``tied-weights`` (cll, reg 0.003) **0.9412** in the same session (fixed 99, broke 56; 126 s of
+  L-BFGS-B over the 5 folds, plus 4 inner models per fold). Two epochs of AdaGrad (eta 0.03-1): at most 0.9415 (eta
+  1, reg 0.03), no better than one.
 - r52 test split (``--on-test``; eta 2, reg 0, the CV's choice; plain 0.9408, offline 0.9470, LinearSVC 0.9505):
-  last / averaged ``s`` 0.9470 / **0.9486** (seed 0), 0.9416 / 0.9428 (seed 1), 0.9428 / 0.9467 (seed 2),
-  0.9435 / 0.9486 (data order). The stream order moves the test number by up to 0.6 points; averaged, the four orders' mean is
-  0.9467, about offline's.
+  last / averaged ``s`` 0.9470 / **0.9486** (seed 0), 0.9416 / 0.9428 (seed 1), 0.9428 / 0.9467 (seed 2), 0.9435 /
+  0.9486 (data order). The stream order moves the test number by up to 0.6 points; averaged, the four orders' mean
+  is 0.9467, about offline's.
 - webkb, ``sgd``, one pass, eta 0.01 / 0.03 / 0.1 / 0.3 / 1: 0.8816 / 0.8866 / 0.8944 / 0.8962 / 0.8883 at reg 0,
   0.8816 / 0.8858 / 0.8944 / 0.9005 / 0.9026 at reg 0.3; chosen on the other folds 0.9005 (15 settings) / 0.8983 (a
-  wider grid of 48: eta 0.1-3, reg 0.3-3, sgd and adagrad, last and averaged). ``adagrad``, reg 0, eta 0.5 / 1 /
-  2 / 4: 0.9044 / 0.9105 / 0.9097 / 0.9094, averaged 0.8973 / 0.9019 / 0.9101 / 0.9108 (seed 0); chosen on the
-  other folds (r52's 16 settings) **0.9072** (seed 0) / 0.9108 (seed 1) / 0.9119 (seed 2) / 0.9083 (data
-  order), against offline 0.9022 (its best reg 0.01: 0.9033).
+  wider grid of 48: eta 0.1-3, reg 0.3-3, sgd and adagrad, last and averaged). ``adagrad``, reg 0, eta 0.5 / 1 / 2 /
+  4: 0.9044 / 0.9105 / 0.9097 / 0.9094, averaged 0.8973 / 0.9019 / 0.9101 / 0.9108 (seed 0); chosen on the other
+  folds (r52's 16 settings) **0.9072** (seed 0) / 0.9108 (seed 1) / 0.9119 (seed 2) / 0.9083 (data order), against
+  offline 0.9022 (its best reg 0.01: 0.9033).
 - webkb test split (eta 2, reg 0; plain 0.8653, offline 0.9026, LinearSVC 0.9097): last / averaged 0.9191 / 0.9119
-  (seed 0), 0.9097 / 0.9090 (seed 1), 0.9140 / 0.9126 (seed 2), 0.9076 / 0.9083 (data order): above
-  offline in every order.
-- r8, ``adagrad``, one pass, reg 0, eta 0.5 / 1 / 2 / 4: 0.9681 / 0.9701 / 0.9714 / 0.9725, averaged 0.9657 /
-  0.9688 / 0.9708 / **0.9730**; chosen on the other folds 0.9730 (eta 4 averaged in every fold; offline 0.9681).
-  Test split (plain 0.9717, offline 0.9708, LinearSVC 0.9740): eta 2 / 4 last 0.9721 / 0.9712, averaged 0.9726 /
-  0.9730 (fixed 22, broke 19): as offline, no real gain on r8's test split.
+  (seed 0), 0.9097 / 0.9090 (seed 1), 0.9140 / 0.9126 (seed 2), 0.9076 / 0.9083 (data order): above offline in every
+  order.
+- r8, ``adagrad``, one pass, reg 0, eta 0.5 / 1 / 2 / 4: 0.9681 / 0.9701 / 0.9714 / 0.9725, averaged 0.9657 / 0.9688
+  / 0.9708 / **0.9730**; chosen on the other folds 0.9730 (eta 4 averaged in every fold; offline 0.9681). Test split
+  (plain 0.9717, offline 0.9708, LinearSVC 0.9740): eta 2 / 4 last 0.9721 / 0.9712, averaged 0.9726 / 0.9730 (fixed
+  22, broke 19): as offline, no real gain on r8's test split.
 Cost: the stream (one ``term_block`` read and one ``learn_many`` per document) 26-44 s over r52's 5 folds (25,870
 steps, ~1.5 ms a document, about half of it the block read), 10 s on webkb, 19 s on r8; the steps 2.5-4 s per
 setting over the 5 folds (last and averaged together), against 12-40 s of L-BFGS-B per fold offline. In a service
