@@ -6,10 +6,18 @@ Exit code 5 ("no tests collected") is treated as success so that a filtered run
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 pytest_plugins = ["tests.kafka_fixtures"]
+
+# A run started where SIGINT is ignored (a background job of a non-interactive shell: `pytest ... &`, nohup) passes
+# that to every process it starts, and a Python program started with SIGINT ignored keeps it ignored: the tests
+# that send Ctrl-C (SIGINT) to `sgm demo` or `sgm broker` then saw it finish or hang instead. Handling SIGINT here
+# (Python's default handler) gives the processes the tests start SIGINT's default disposition, as in a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 #: The shared public datasets (JSON Lines). Tests that read them skip cleanly where absent.
 DATA_DIR = Path(os.environ.get("SGM_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
