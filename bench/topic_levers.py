@@ -442,6 +442,17 @@ def block_scores(block: dict, r: np.ndarray) -> np.ndarray:
     return block["prior"] + block["x"] @ (r[:, None] * block["table"])
 
 
+def held_out_block(folds: Folds, model, held_idx, index: dict, settings: dict) -> tuple[dict, np.ndarray, float]:
+    """The held fold's term block under ``model`` (its plain scores appended to ``settings["plain"]``), each of
+    its terms' position in the fitted ``index`` (-1: never fitted, keeps ``g``), and the exactness check's
+    largest difference."""
+    held_docs = folds.documents(held_idx)
+    outer = term_block(folds, model, held_docs)
+    settings["plain"].append(block_scores(outer, outer["g"]))
+    seen = np.array([index.get(t, -1) for t in outer["terms"]], dtype=np.int64)
+    return outer, seen, check_block(folds, model, held_docs, outer)
+
+
 def check_block(folds: Folds, model, documents, block: dict) -> float:
     """The largest difference between the block's log posteriors at ``r = g`` and the model's own."""
     scores = block_scores(block, block["g"])
@@ -507,12 +518,9 @@ def tied_weights(folds: Folds, regs: list[float], losses: list[str], toward: str
             block["base"] = block["g"] if toward == "g" else np.ones(len(block["g"]))
             block["y"] = truth[part]
             blocks.append(block)
-        held_docs = folds.documents(held_idx)
         model = folds.fitted(folds.documents(fit_idx), train)
-        outer = term_block(folds, model, held_docs)
-        worst = max(worst, check_block(folds, model, held_docs, outer))
-        settings["plain"].append(block_scores(outer, outer["g"]))
-        seen = np.array([index.get(t, -1) for t in outer["terms"]], dtype=np.int64)
+        outer, seen, difference = held_out_block(folds, model, held_idx, index, settings)
+        worst = max(worst, difference)
         for loss in losses:
             for reg in regs:
                 started = time.perf_counter()

@@ -80,7 +80,7 @@ import time
 import numpy as np
 from scipy.special import logsumexp
 
-from bench.topic_levers import Folds, block_scores, check_block, merge, scored_settings, term_block
+from bench.topic_levers import Folds, block_scores, check_block, held_out_block, merge, scored_settings, term_block
 from sgm.model import build_model
 
 
@@ -169,11 +169,8 @@ def tied_online(folds: Folds, etas: list[float], regs: list[float], epochs: int 
     for train, test, (fit_idx, held_idx) in folds.task.folds:
         records, index, model, diff, seconds = streamed(folds, train, fit_idx, seed)
         worst, stream_seconds, steps = max(worst, diff), stream_seconds + seconds, steps + len(records)
-        held_docs = folds.documents(held_idx)
-        outer = term_block(folds, model, held_docs)
-        worst = max(worst, check_block(folds, model, held_docs, outer))
-        settings["plain"].append(block_scores(outer, outer["g"]))
-        seen = np.array([index.get(t, -1) for t in outer["terms"]], dtype=np.int64)
+        outer, seen, difference = held_out_block(folds, model, held_idx, index, settings)
+        worst = max(worst, difference)
         for variant in variants:
             for eta in etas:
                 for reg in regs:
