@@ -154,6 +154,18 @@ class CompensatedSum:
 _SPILL_MERGE_AT = 4
 
 
+def _exact_add_one(hi: float, lo: float, x: float) -> tuple[float, float, float]:
+    """``x`` added to the pair ``hi + lo``: the new pair and the residual it cannot hold, by two TwoSums in Python
+    floats -- the operations of :func:`model.loops.sums.exact_add` (IEEE doubles both, so the same bits), for the
+    one-value additions of the learn step (no array, no compiled call)."""
+    t = hi + x
+    b = t - hi
+    e = (hi - (t - b)) + (x - b)
+    v = lo + e
+    c = v - lo
+    return t, v, (lo - (v - c)) + (e - c)
+
+
 def exact_partials(values) -> list[float]:
     """Non-overlapping doubles, smallest first, whose sum is exactly the sum of ``values`` (Shewchuk).
 
@@ -258,18 +270,7 @@ class ExactArray(CompensatedArray):
         >>> (sums.hi.tolist(), sums.lo.tolist(), sums.spill) == (other.hi.tolist(), other.lo.tolist(), other.spill)
         True
         """
-        x = float(x)
-        hi, lo = self.hi, self.lo
-        s = float(hi[j])
-        t = s + x
-        b = t - s
-        e = (s - (t - b)) + (x - b)
-        hi[j] = t
-        u = float(lo[j])
-        v = u + e
-        c = v - u
-        r = (u - (v - c)) + (e - c)
-        lo[j] = v
+        self.hi[j], self.lo[j], r = _exact_add_one(float(self.hi[j]), float(self.lo[j]), float(x))
         if r != 0.0:
             extra = self.spill.setdefault(j, [])
             extra.append(r)
@@ -357,15 +358,7 @@ class ExactSum(CompensatedSum):
         >>> (one.hi, one.lo, one.spill) == (many.hi, many.lo, many.spill)
         True
         """
-        x = float(x)
-        hi, lo = self.hi, self.lo
-        t = hi + x
-        b = t - hi
-        e = (hi - (t - b)) + (x - b)
-        v = lo + e
-        c = v - lo
-        r = (lo - (v - c)) + (e - c)
-        self.hi, self.lo = t, v
+        self.hi, self.lo, r = _exact_add_one(self.hi, self.lo, float(x))
         if r != 0.0:
             self.spill.append(r)
             self._merge_if_long()

@@ -5,9 +5,9 @@ replicas holding one state, or one state written twice, gave different files.
 """
 from __future__ import annotations
 
+import io
 import time
 import zipfile
-import io
 
 import pytest
 
