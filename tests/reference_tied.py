@@ -41,6 +41,11 @@ class TiedReference(DenseReference):
     t: int = 0
     #: every step taken: (term names in step order, their gradients), for tests that look at the sequence
     steps: list = field(default_factory=list)
+    #: The smallest, over the steps so far, of ``sqrt(q_n) / (|x_n| max_l |log p_l(n)|)`` after a step of term n:
+    #: the step moved ``s_n`` by ``eta G_n / sqrt(q_n)``, and rounding errs ``G_n`` by about 1e-16 of the
+    #: denominator, so below ~1e-6 rounding alone moves ``s_n`` by more than 1e-10 (AdaGrad's first step of a
+    #: term whose true gradient is 0, e.g. two classes with equal counts, is ``eta`` times the sign of the noise).
+    conditioning: float = math.inf
 
     # ------------------------------------------------------------ the numbers
     def averaged(self, term: str) -> float:
@@ -92,6 +97,9 @@ class TiedReference(DenseReference):
         self.t += 1
         for n, g in gradients.items():
             state = self.terms.setdefault(n, TermState())
+            scale = abs(x[n]) * max(abs(table[c][n]) for c in table)
+            if scale > 0:
+                self.conditioning = min(self.conditioning, math.sqrt(state.q + g * g) / scale)
             state.total += state.s * (before - state.last)
             state.q += g * g
             state.s = max(0.0, state.s + self.eta * g / math.sqrt(max(state.q, 1e-300)))
