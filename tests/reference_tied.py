@@ -41,11 +41,14 @@ class TiedReference(DenseReference):
     t: int = 0
     #: every step taken: (term names in step order, their gradients), for tests that look at the sequence
     steps: list = field(default_factory=list)
-    #: The smallest, over the steps so far, of ``sqrt(q_n) / (|x_n| max_l |log p_l(n)|)`` after a step of term n:
-    #: the step moved ``s_n`` by ``eta G_n / sqrt(q_n)``, and rounding errs ``G_n`` by about 1e-16 of the
-    #: denominator, so below ~1e-6 rounding alone moves ``s_n`` by more than 1e-10 (AdaGrad's first step of a
-    #: term whose true gradient is 0, e.g. two classes with equal counts, is ``eta`` times the sign of the noise).
-    conditioning: float = math.inf
+    #: How much rounding can move the factors: the largest, over the steps so far and their terms, of
+    #: ``eta |x_n| (max_l |log p_l(n)| + 30) / sqrt(q_n)`` (q_n after the step). A step moves ``s_n`` by
+    #: ``eta G_n / sqrt(q_n)``, and an implementation errs ``G_n`` by a few ulps of the terms it is a difference
+    #: of (``log p_l(n)``, or its parts ``log a_l`` and ``log p_b(n)``, hence the 30), so ``1e-15 * sensitivity``
+    #: bounds the rounding in ``s``. It is infinite when G_n = 0 exactly here but the terms are not: AdaGrad's first
+    #: step of a term is ``eta`` times the sign of ``G_n``, so the sign of rounding noise decides it. (With one
+    #: active class, G = 0 exactly: p(l|d) = 1 and the mean over Y' is that class's log p.)
+    sensitivity: float = 0.0
 
     # ------------------------------------------------------------ the numbers
     def averaged(self, term: str) -> float:
@@ -97,9 +100,10 @@ class TiedReference(DenseReference):
         self.t += 1
         for n, g in gradients.items():
             state = self.terms.setdefault(n, TermState())
-            scale = abs(x[n]) * max(abs(table[c][n]) for c in table)
-            if scale > 0:
-                self.conditioning = min(self.conditioning, math.sqrt(state.q + g * g) / scale)
+            scale = self.eta * abs(x[n]) * (max(abs(table[c][n]) for c in table) + 30.0)
+            root = math.sqrt(state.q + g * g)
+            if scale > 0 and len(table) > 1:  # one active class: p = 1 and G = 0, exactly
+                self.sensitivity = max(self.sensitivity, scale / root if root > 0 else math.inf)
             state.total += state.s * (before - state.last)
             state.q += g * g
             state.s = max(0.0, state.s + self.eta * g / math.sqrt(max(state.q, 1e-300)))

@@ -11,7 +11,7 @@ learn_one, snapshots) compare the model with itself.
 Steps whose outcome rounding decides are left out of the comparison with the reference: AdaGrad's first step of
 a term moves it by ``eta G / |G|``, whatever the size of ``G``; when ``G`` is rounding noise (e.g. two classes
 with the same counts, so that ``log p_y(n) = sum_l p(l|d) log p_l(n)`` exactly) the sign of the noise decides
-the factor (see :attr:`TiedReference.conditioning`).
+the factor (see :attr:`TiedReference.sensitivity`).
 """
 from __future__ import annotations
 
@@ -27,19 +27,27 @@ from sgm.model.spec import SpecError, parse_spec
 from tests.reference import as_array
 from tests.reference_documents import apply_removal
 from tests.reference_tied import TiedReference
-from tests.test_mnb_exact import LABELS, VOCAB, configs, documents, label_sets
+from tests.test_mnb_exact import LABELS, VOCAB, WEIGHTINGS, configs, documents, label_sets
 
 TOLERANCE = 1e-9  # log posteriors, as tests/test_mnb_exact.py
 FACTOR_TOLERANCE = 1e-10  # averaged factors (absolute): they multiply weights of ~1 and log probabilities of ~10
-#: A step is left out when the root of a term's sum of squared gradients is below this fraction of the size of
-#: the terms its gradient is a difference of (|x_n| max_l |log p_l(n)|): there rounding decides the step.
-CONDITIONING = 1e-6
+#: Sequences whose steps rounding may move far are left out of the comparison with the reference
+#: (:attr:`TiedReference.sensitivity`). Measured over 400 examples without the limit: below 1e8 the factors
+#: agreed to 2e-12 at most, from 1e8 on 3e-10 up to 9 (rounding deciding AdaGrad's first steps).
+SENSITIVITY = 1e6
 
 etas = st.sampled_from([0.25, 0.5, 2.0, 8.0])
 ids = st.sampled_from(["d1", "d2", "d3", "d4", "d5", "d6", None])
+times = st.one_of(st.none(), st.floats(0.0, 60.0))
+some_terms = st.dictionaries(st.sampled_from(VOCAB), st.sampled_from([1.0, 2.0, 3.0, 0.5, 1.5, 4.0, 0.25]),
+                             min_size=1, max_size=5)
+#: a start of new documents under few labels, so that most examples take steps (random ops alone rarely do)
+warm_up = st.lists(st.tuples(st.just("learn"), some_terms, st.sampled_from(LABELS).map(lambda label: [label]), times,
+                             st.sampled_from([f"w{i}" for i in range(8)] + ["d1", "d2"])),
+                   min_size=4, max_size=12)
 ops = st.one_of(
-    st.tuples(st.just("learn"), documents, label_sets, st.one_of(st.none(), st.floats(0.0, 60.0)), ids),
-    st.tuples(st.just("learn"), documents, label_sets, st.one_of(st.none(), st.floats(0.0, 60.0)), ids),
+    st.tuples(st.just("learn"), documents, label_sets, times, ids),
+    st.tuples(st.just("learn"), some_terms, label_sets, times, ids),
     st.tuples(st.just("forget"), st.sampled_from(["d1", "d2", "d3", "x"])),
     st.tuples(st.just("unlearn"), st.sampled_from(["d1", "d2", "d3"]), label_sets),
     st.tuples(st.just("score"), documents),
@@ -53,7 +61,12 @@ def with_tw(spec: str) -> str:
 
 @st.composite
 def tied_configs(draw):
+    """test_mnb_exact's configurations with tw; half of them without TF-IDF (whose first documents often have
+    no weight, so fewer steps)."""
     spec, params, half_life, multilabel = draw(configs())
+    if draw(st.booleans()):
+        spec = "_".join(a for a in spec.split("_") if a not in WEIGHTINGS)
+        params = {k: v for k, v in params.items() if k not in ("phi", "ups_idf")}
     return with_tw(spec), {**params, "tw_eta": draw(etas)}, half_life, multilabel
 
 
@@ -112,7 +125,7 @@ def replay(config, op_list, final_queries, check_every: bool = True):
             check_scores(model, reference, [op[1]])
             continue
         apply(model, reference, op)
-        assume(reference.conditioning >= CONDITIONING)
+        assume(reference.sensitivity <= SENSITIVITY)
         if check_every:
             check_factors(model, reference)
     check_factors(model, reference)
@@ -121,9 +134,9 @@ def replay(config, op_list, final_queries, check_every: bool = True):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(tied_configs(), st.lists(ops, min_size=1, max_size=25), st.lists(documents, min_size=1, max_size=4))
-def test_steps_and_posteriors_equal_dense_reference(config, op_list, queries):
-    replay(config, op_list, queries)
+@given(tied_configs(), warm_up, st.lists(ops, min_size=1, max_size=20), st.lists(documents, min_size=1, max_size=4))
+def test_steps_and_posteriors_equal_dense_reference(config, start, op_list, queries):
+    replay(config, start + op_list, queries)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -141,7 +154,9 @@ def _items(draw_items):
             for doc, labels, ts, i, as_text in draw_items]
 
 
-learn_items = st.lists(st.tuples(documents, label_sets, st.one_of(st.none(), st.floats(0.0, 400.0)),
+# (event times within 30 half-lives: beyond, main's c background can divide by zero when scoring: see the report
+# of branch r-twtests11)
+learn_items = st.lists(st.tuples(documents, label_sets, times,
                                  st.sampled_from(["d1", "d2", "d3", "d4", "d5", "d6", "d7", None]), st.booleans()),
                        min_size=1, max_size=20)
 
@@ -154,8 +169,8 @@ def test_learn_many_equals_learn_one_bit_for_bit(config, items, cuts, sequential
     same factors, same posteriors, bit for bit (texts take the compiled path, mappings the general one)."""
     spec, params, half_life, multilabel = config
     items = _items(items)
-    one = MNB(spec, half_life=None if half_life is None else half_life / 8, multilabel=multilabel, **params)
-    batched = MNB(spec, half_life=None if half_life is None else half_life / 8, multilabel=multilabel, **params)
+    one = MNB(spec, half_life=half_life, multilabel=multilabel, **params)
+    batched = MNB(spec, half_life=half_life, multilabel=multilabel, **params)
     for doc, labels, ts, doc_id in items:
         one.learn_one(doc, labels, ts=ts, id=doc_id)
     at, cut = 0, 0
@@ -175,12 +190,13 @@ def test_learn_many_equals_learn_one_bit_for_bit(config, items, cuts, sequential
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(tied_configs(), st.lists(ops, min_size=1, max_size=15), st.lists(ops, min_size=0, max_size=10),
+@given(tied_configs(), warm_up, st.lists(ops, min_size=1, max_size=10), st.lists(ops, min_size=0, max_size=10),
        st.lists(documents, min_size=1, max_size=3))
-def test_snapshot_restore_scores_identically_and_keeps_learning(config, before, after, queries):
+def test_snapshot_restore_scores_identically_and_keeps_learning(config, start, before, after, queries):
     """A restored model has the factors, step count, checksum and posteriors of the original, bit for bit, and
-    both continue identically (and as the reference)."""
-    model, reference = replay(config, before, queries, check_every=False)
+    both continue identically (and as the reference). (Not with delta="kn": see test_kn_restore_keeps_learning.)"""
+    assume(config[1].get("delta") != "kn")
+    model, reference = replay(config, start + before, queries, check_every=False)
     restored = MNB.from_bytes(model.to_bytes())
     assert restored.checksum() == model.checksum()
     assert restored.tied_steps == model.tied_steps
@@ -197,9 +213,30 @@ def test_snapshot_restore_scores_identically_and_keeps_learning(config, before, 
         mirror(restored, op)
         assert restored.checksum() == model.checksum()
     assert restored.tied_term_weights() == model.tied_term_weights()
-    assume(reference.conditioning >= CONDITIONING)
+    assume(reference.sensitivity <= SENSITIVITY)
     check_factors(restored, reference)
     check_scores(restored, reference, queries)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tied_configs(), warm_up, st.lists(ops, min_size=1, max_size=10), st.lists(documents, min_size=1, max_size=3))
+def test_scoring_between_learns_changes_nothing_learned(config, start, op_list, queries):
+    """With tw each learned document reads the model's scores, so the scores must not depend on what was scored
+    before (the posting caches' history): a model scoring other documents between its learns (as a classifier
+    replica does) learns bit for bit what one that never scores learns. (Not with delta="kn": see
+    test_kn_scoring_between_learns_changes_nothing_learned.)"""
+    assume(config[1].get("delta") != "kn")
+    quiet, busy = new_pair(config)[0], new_pair(config)[0]
+    for op in start + op_list:
+        if op[0] == "score":
+            continue
+        if busy.state.docs:
+            busy.predict_log_proba_many(queries + [op[1]] if op[0] == "learn" else queries)
+        mirror(quiet, op)
+        mirror(busy, op)
+    assert busy.tied_steps == quiet.tied_steps
+    assert busy.tied_term_weights() == quiet.tied_term_weights()
+    assert busy.checksum() == quiet.checksum()
 
 
 def mirror(model: MNB, op) -> None:
@@ -216,6 +253,43 @@ def mirror(model: MNB, op) -> None:
 
 
 # ------------------------------------------------------------------ particular cases
+
+KN_SEQUENCE = [({"alpha": 1.0}, "a", "w0"), ({"alpha": 1.0}, "a", "w1"),
+               ({"alpha": 1.0, "beta": 3.0, "gamma": 1.5}, "b", "w0"), ({"alpha": 1.0}, "b", "d1")]
+KN_REASON = ("main's delta='kn' label totals (model/smoothing/totals.py HistogramTotals, kn without decay) depend in "
+             "the last bit on when they were read (histogram_totals sums the (label, value) cells in the order they "
+             "were created, which follows the reads; a restore rebuilds them in value order): "
+             "harmless while scores fed nothing back, but tw's steps read them, so the factors (in the checksum) part")
+
+
+@pytest.mark.xfail(strict=True, reason=KN_REASON)
+def test_kn_restore_keeps_learning():
+    model = MNB("u_pd_dp_tw", mu=1.0, delta="kn", tw_eta=0.25)
+    for doc, label, doc_id in KN_SEQUENCE:
+        model.learn_one(doc, label, id=doc_id)
+    restored = MNB.from_bytes(model.to_bytes())
+    assert restored.checksum() == model.checksum()
+    for m in (model, restored):
+        m.learn_one({"alpha": 1.0}, "a", id="d2")
+    assert restored.checksum() == model.checksum()
+
+
+@pytest.mark.xfail(strict=True, reason=KN_REASON)
+def test_kn_scoring_between_learns_changes_nothing_learned():
+    """A classifier replica (scoring between its learns) and a trainer part (found by a random search; none
+    found in 3000 sequences with delta=0.5, nor with kn under decay)."""
+    sequence = [({"gamma": 1.5}, "b", "d3"), ({"gamma": 0.5, "alpha": 3.0, "eps": 2.0}, "b", "d2"),
+                ({"delta": 3.0}, "b", "d1"), ({"gamma": 2.0}, "a", "d4"), ({"delta": 1.0}, "a", "d3"),
+                ({"gamma": 2.0}, "a", "d5"), ({"delta": 0.5, "eps": 2.0, "beta": 1.5}, "a", "d1"),
+                ({"gamma": 0.5, "eps": 0.5}, "b", "d3")]
+    quiet, busy = (MNB("u_pd_dp_tw", mu=1.0, delta="kn", tw_eta=0.25) for _ in range(2))
+    for doc, label, doc_id in sequence:
+        if busy.state.docs:
+            busy.predict_log_proba_many([{"alpha": 1.0, "zeta": 1.0}])
+        quiet.learn_one(doc, label, id=doc_id)
+        busy.learn_one(doc, label, id=doc_id)
+    assert busy.checksum() == quiet.checksum()
+
 
 def _two_class_model(spec="uc_pd_jm_dp_tw_ps", **kw) -> MNB:
     params = {"beta": 0.3, "mu": 4.0, "delta": 0.6, "ups": 0.3, "theta": 0.8, "tw_eta": 2.0, **kw}
