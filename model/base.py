@@ -44,7 +44,7 @@ from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
 from .state import CountState
 from .term_class_weights import term_class_weights
 from .text import Document, Tokenizer, batch_term_counts, check_term_types, term_counts
-from .tied_weights import ARRAYS as TIED_ARRAYS, TiedTermWeights
+from .tied_weights import TiedTermWeights
 
 Labels = str | Sequence[str]
 
@@ -150,12 +150,7 @@ class GenerativeTextModel(PosteriorPredictions):
         #: fb: the second scoring pass (model.feedback); None without the affix
         self.feedback: ModelFeedback | None = ModelFeedback.of(self.spec, self.params)
         #: tw: the tied term weights (model.tied_weights), fresh for this state; None without the affix
-        self.tied: TiedTermWeights | None = None
-        if self.spec.tied_weights:
-            self.tied = TiedTermWeights(self.params["tw_eta"])
-            self.tied.reserve(max(len(self.state.term_refs), self.state.terms.capacity))
-            self.state.term_followers["tied_weights"] = self.tied
-            self.state.family_term_bytes = 8 * len(TIED_ARRAYS)
+        self.tied = TiedTermWeights.following(self.state, self.params["tw_eta"]) if self.spec.tied_weights else None
 
     # ------------------------------------------------------------ config
     @property
@@ -567,16 +562,7 @@ class GenerativeTextModel(PosteriorPredictions):
         """
         if self.tied is None:
             raise ValueError(f"{self.spec.name!r} has no tied term weights (the tw affix)")
-        names = self.state.terms.names
-        if terms is None:
-            terms = [name for name in names if name is not None]
-        terms = list(terms)
-        ids = self.state.terms.ids
-        found = np.array([ids.get(t, -1) for t in terms], dtype=np.int64)
-        values = np.ones(len(terms))
-        known = found >= 0
-        values[known] = self.tied.averaged(found[known])
-        return dict(zip(terms, values.tolist()))
+        return self.tied.by_name(self.state, terms)
 
     @property
     def tied_steps(self) -> int:
@@ -737,28 +723,18 @@ class GenerativeTextModel(PosteriorPredictions):
         The one persistence hook of every family: snapshots store it, the
         checksum covers it, and :meth:`restore_extra_state` takes it back.
         """
-        return self._with_tied(ExtraState({}, {}))
-
-    def _with_tied(self, extra: ExtraState) -> ExtraState:
-        """``extra`` with the tied term weights' step count and per-term arrays (``tw``), when the spec has them."""
-        if self.tied is None:
-            return extra
-        return ExtraState({**extra.meta, "tied_steps": self.tied.steps}, extra.per_document,
-                          {**extra.per_term, **self.tied.arrays(self.state.terms.capacity)})
+        return ExtraState({}, {}) if self.tied is None else self.tied.extra_state(ExtraState({}, {}), self.state)
 
     def restore_extra_state(self, extra: ExtraState) -> None:
         """Take :meth:`extra_state` back once the state was replaced (a restore); caches are already rebuilt."""
         self._restore_tied(extra)
 
     def _restore_tied(self, extra: ExtraState) -> None:
-        if self.tied is None:
-            if extra.per_term:
-                raise SnapshotError(f"per-term arrays {sorted(extra.per_term)} for a model without tied term weights")
-            return
-        try:
-            self.tied.restore(extra.meta.get("tied_steps"), dict(extra.per_term), self.state.terms.capacity)
-        except ValueError as error:
-            raise SnapshotError(str(error)) from None
+        """The tied term weights' part of :meth:`restore_extra_state` (refuses per-term arrays without them)."""
+        if self.tied is not None:
+            self.tied.restore_extra_state(extra, self.state)
+        elif extra.per_term:
+            raise SnapshotError(f"per-term arrays {sorted(extra.per_term)} for a model without tied term weights")
 
     # ------------------------------------------------------------ stats
     def resum_totals(self) -> int:

@@ -33,12 +33,13 @@ and its factor goes with it: if the term returns, it starts again at 1.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
 from .arrays import grow
 from .batch import PreparedBatch
+from .persistence import ExtraState, SnapshotError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .label_model import LabelModel
@@ -79,6 +80,15 @@ class TiedTermWeights:
         self.last = np.zeros(capacity, dtype=np.int64)  # the step count when total[n] was brought up to date
         self.steps = 0  # steps taken (documents that moved the factors)
 
+    @classmethod
+    def following(cls, state: "CountState", eta: float) -> "TiedTermWeights":
+        """New factors (all 1) for ``state``'s term ids, kept in step as it adds and releases them."""
+        tied = cls(eta)
+        tied.reserve(max(len(state.term_refs), state.terms.capacity))
+        state.term_followers["tied_weights"] = tied  # (replaces the factors of an earlier model on this state)
+        state.family_term_bytes = 8 * len(ARRAYS)
+        return tied
+
     # ------------------------------------------------------------ following the term ids
     def reserve(self, capacity: int) -> None:
         """Room for term ids below ``capacity`` (new ids: factor 1, nothing accumulated)."""
@@ -103,6 +113,18 @@ class TiedTermWeights:
             return np.ones(len(terms))
         s = self.s[terms]
         return (self.total[terms] + s * (self.steps - self.last[terms])) / self.steps
+
+    def by_name(self, state: "CountState", terms: Iterable[str] | None = None) -> dict[str, float]:
+        """``sbar`` of the named ``terms`` (default: every term ``state`` holds); 1 for a term it does not hold."""
+        if terms is None:
+            terms = [name for name in state.terms.names if name is not None]
+        terms = list(terms)
+        ids = state.terms.ids
+        found = np.array([ids.get(t, -1) for t in terms], dtype=np.int64)
+        values = np.ones(len(terms))
+        known = found >= 0
+        values[known] = self.averaged(found[known])
+        return dict(zip(terms, values.tolist()))
 
     def scaled(self, batch: PreparedBatch) -> PreparedBatch:
         """``batch`` with each term weight times its averaged factor."""
@@ -147,25 +169,28 @@ class TiedTermWeights:
         self.last[terms] = self.steps
 
     # ------------------------------------------------------------ snapshots
-    def arrays(self, capacity: int) -> dict[str, np.ndarray]:
-        """The per-term arrays over term ids below ``capacity`` (snapshot order: :data:`ARRAYS`)."""
+    def extra_state(self, extra: ExtraState, state: "CountState") -> ExtraState:
+        """``extra`` with the step count (meta ``tied_steps``) and the per-term arrays over ``state``'s term ids."""
+        capacity = state.terms.capacity
         self.reserve(capacity)
-        return {"tw_s": self.s[:capacity], "tw_squares": self.squares[:capacity], "tw_total": self.total[:capacity],
-                "tw_last": self.last[:capacity]}
+        arrays = {"tw_s": self.s, "tw_squares": self.squares, "tw_total": self.total, "tw_last": self.last}
+        return ExtraState({**extra.meta, "tied_steps": self.steps}, extra.per_document,
+                          {**extra.per_term, **{name: array[:capacity] for name, array in arrays.items()}})
 
-    def restore(self, steps: int, arrays: dict[str, np.ndarray], capacity: int) -> None:
-        """Take :meth:`arrays` and the step count back; ``ValueError`` if they do not fit ``capacity`` term ids."""
+    def restore_extra_state(self, extra: ExtraState, state: "CountState") -> None:
+        """Take :meth:`extra_state` back (:class:`~model.persistence.SnapshotError` if it does not fit ``state``)."""
+        arrays, steps, capacity = extra.per_term, extra.meta.get("tied_steps"), state.terms.capacity
         if sorted(arrays) != sorted(ARRAYS):
-            raise ValueError(f"tied weights need the arrays {list(ARRAYS)}, got {sorted(arrays)}")
-        if any(len(a) != capacity or a.ndim != 1 for a in arrays.values()):
-            raise ValueError(f"tied weight arrays must have one value per term id ({capacity})")
+            raise SnapshotError(f"tied term weights need the arrays {list(ARRAYS)}, got {sorted(arrays)}")
+        if any(a.ndim != 1 or len(a) != capacity for a in arrays.values()):
+            raise SnapshotError(f"tied term weight arrays must hold one value per term id ({capacity})")
+        if type(steps) is not int or steps < 0:
+            raise SnapshotError(f"tied term weights: the step count must be a count, got {steps!r}")
         s, squares, total, last = (arrays[name] for name in ARRAYS)
-        if not isinstance(steps, int) or steps < 0:
-            raise ValueError(f"tied weight steps must be a count, got {steps!r}")
-        floats = (s, squares, total)
-        if (any(not np.isfinite(a).all() for a in floats) or (s < 0).any() or (squares < 0).any()
-                or last.dtype.kind != "i" or (last < 0).any() or (last > steps).any()):
-            raise ValueError("tied weight arrays out of range (negative, not finite, or steps ahead of the count)")
+        if (any(a.dtype.kind != "f" or not np.isfinite(a).all() for a in (s, squares, total)) or (s < 0).any()
+                or (squares < 0).any() or last.dtype.kind != "i" or (last < 0).any() or (last > steps).any()):
+            raise SnapshotError("tied term weight arrays out of range (negative, not finite, or ahead of the steps)")
         self.steps = steps
         self.s, self.squares = s.astype(np.float64), squares.astype(np.float64)
         self.total, self.last = total.astype(np.float64), last.astype(np.int64)
+        self.reserve(max(len(state.term_refs), capacity))
