@@ -149,6 +149,28 @@ def test_a_stream_of_new_documents_equals_the_reference(config, items, queries):
     assert model.tied_steps == reference.t
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(tied_configs(), warm_up, st.lists(ops, min_size=1, max_size=15), st.sampled_from([2, 3, 5]),
+       st.lists(documents, min_size=1, max_size=3))
+def test_the_memory_bound_leaves_the_factors(config, start, op_list, max_documents, queries):
+    """Documents the memory bound drops (``max_documents``) leave the factors as a forget does (the reference
+    forgets them after the learn that made the model drop them: the step came before, on the model with them)."""
+    spec, params, half_life, multilabel = config
+    model = MNB(spec, half_life=half_life, multilabel=multilabel, max_documents=max_documents, **params)
+    reference = new_pair(config)[1]
+    for op in start + op_list:
+        if op[0] != "learn":
+            continue
+        apply(model, reference, op)
+        dropped = set(reference.docs) - set(model.state.docs)
+        for doc_id in dropped:
+            reference.forget(doc_id)
+        assert set(reference.docs) == set(model.state.docs)
+        assume(reference.sensitivity <= SENSITIVITY)
+        check_factors(model, reference)
+    check_scores(model, reference, queries)
+
+
 def _items(draw_items):
     return [(doc if not as_text else " ".join(w for w, c in doc.items() for _ in range(max(1, int(c)))), labels, ts, i)
             for doc, labels, ts, i, as_text in draw_items]
@@ -420,6 +442,24 @@ def test_checksum_covers_the_factors():
     assert tied[0].checksum() != tied[1].checksum()
     restored = MNB.from_bytes(tied[0].to_bytes())
     assert restored.checksum() == tied[0].checksum()
+
+
+def test_checksum_covers_each_number_of_the_factors():
+    """Each of the four per-term numbers of a live term, alone, and the step count, change the checksum (set on
+    a restored copy through ``model.tied``, the only way to change one without the others)."""
+    model = _two_class_model()
+    for doc, label, doc_id in [({"alpha": 2, "beta": 1}, "a", "1"), ({"alpha": 1, "gamma": 2}, "b", "2"),
+                               ({"alpha": 1, "beta": 1}, "a", "3")]:
+        model.learn_one(doc, label, id=doc_id)
+    data, alpha = model.to_bytes(), model.state.terms.ids["alpha"]
+    assert MNB.from_bytes(data).checksum() == model.checksum()
+    for name in ("s", "squares", "total", "last"):
+        copy = MNB.from_bytes(data)
+        getattr(copy.tied, name)[alpha] += 1
+        assert copy.checksum() != model.checksum(), name
+    copy = MNB.from_bytes(data)
+    copy.tied.steps += 1
+    assert copy.checksum() != model.checksum()
 
 
 def test_tied_weights_change_the_scores():
