@@ -15,6 +15,7 @@ the factor (see :attr:`TiedReference.sensitivity`).
 """
 from __future__ import annotations
 
+import collections
 import math
 
 import numpy as np
@@ -48,6 +49,9 @@ warm_up = st.lists(st.tuples(st.just("learn"), some_terms, st.sampled_from(LABEL
 ops = st.one_of(
     st.tuples(st.just("learn"), documents, label_sets, times, ids),
     st.tuples(st.just("learn"), some_terms, label_sets, times, ids),
+    # text: the service's path (tokenized and looked up in compiled code when it has an id)
+    st.tuples(st.just("learn"), st.lists(st.sampled_from(VOCAB), min_size=1, max_size=6).map(" ".join), label_sets,
+              times, ids),
     st.tuples(st.just("forget"), st.sampled_from(["d1", "d2", "d3", "x"])),
     st.tuples(st.just("unlearn"), st.sampled_from(["d1", "d2", "d3"]), label_sets),
     st.tuples(st.just("score"), documents),
@@ -99,13 +103,20 @@ def check_scores(model: MNB, reference: TiedReference, queries) -> None:
         np.testing.assert_allclose(row, expected, rtol=0, atol=TOLERANCE)
 
 
+def counted(doc) -> dict[str, float]:
+    """A document as term counts (texts here are words of VOCAB, which the tokenizer keeps as they are)."""
+    if isinstance(doc, str):
+        return {t: float(c) for t, c in collections.Counter(doc.split()).items()}
+    return doc
+
+
 def apply(model: MNB, reference: TiedReference, op) -> None:
     if op[0] == "learn":
         _, doc, labels, ts, doc_id = op
         key = doc_id if doc_id is not None else model.anonymous_id(doc)
         steps = model.tied_steps
         changed = model.learn_one(doc, labels, ts=ts, id=doc_id)
-        reference.learn(doc, labels, ts, key)
+        reference.learn(counted(doc), labels, ts, key)
         if not changed:  # relearning with the same labels: no step
             assert model.tied_steps == steps
     elif op[0] in ("forget", "unlearn"):
