@@ -11,7 +11,11 @@ learn_one, snapshots) compare the model with itself.
 Steps whose outcome rounding decides are left out of the comparison with the reference: AdaGrad's first step of
 a term moves it by ``eta G / |G|``, whatever the size of ``G``; when ``G`` is rounding noise (e.g. two classes
 with the same counts, so that ``log p_y(n) = sum_l p(l|d) log p_l(n)`` exactly) the sign of the noise decides
-the factor (see :attr:`TiedReference.sensitivity`).
+the factor (see :attr:`TiedReference.sensitivity`; about 15% of the examples are left out so).
+
+Known to fail on main's code: with ``delta="kn"`` (no decay) a restored model, or one that scored other documents
+between its learns, stops learning bit for bit like the original (strict xfails below, with the reason); the
+bitwise properties are checked on the other configurations.
 """
 from __future__ import annotations
 
@@ -42,7 +46,8 @@ ids = st.sampled_from(["d1", "d2", "d3", "d4", "d5", "d6", None])
 times = st.one_of(st.none(), st.floats(0.0, 60.0))
 some_terms = st.dictionaries(st.sampled_from(VOCAB), st.sampled_from([1.0, 2.0, 3.0, 0.5, 1.5, 4.0, 0.25]),
                              min_size=1, max_size=5)
-#: a start of new documents under few labels, so that most examples take steps (random ops alone rarely do)
+#: a start of new single-label documents, so that most examples take steps (random ops alone rarely did: 273 of 300
+#: examples took none)
 warm_up = st.lists(st.tuples(st.just("learn"), some_terms, st.sampled_from(LABELS).map(lambda label: [label]), times,
                              st.sampled_from([f"w{i}" for i in range(8)] + ["d1", "d2"])),
                    min_size=4, max_size=12)
