@@ -42,10 +42,11 @@ class TiedReference(DenseReference):
     #: every step taken: (term names in step order, their gradients), for tests that look at the sequence
     steps: list = field(default_factory=list)
     #: How much rounding can move the factors: the largest, over the steps so far and their terms, of
-    #: ``eta |x_n| (max_l |log p_l(n)| + 30) / sqrt(q_n)`` (q_n after the step). A step moves ``s_n`` by
-    #: ``eta G_n / sqrt(q_n)``, and an implementation errs ``G_n`` by a few ulps of the terms it is a difference
-    #: of (``log p_l(n)``, or its parts ``log a_l`` and ``log p_b(n)``, hence the 30), so ``1e-15 * sensitivity``
-    #: bounds the rounding in ``s``. It is infinite when G_n = 0 exactly here but the terms are not: AdaGrad's first
+    #: ``eta |w_n| (max_l |log p_l(n)| + 30) / sqrt(q_n)`` (q_n after the step; w_n the weight before fw). A
+    #: step moves ``s_n`` by ``eta G_n / sqrt(q_n)``, and an implementation errs ``G_n`` by a few ulps of the terms
+    #: it is a difference of (``log p_l(n)``, or its parts ``log a_l`` and ``log p_b(n)``, hence the 30), times
+    #: ``w_n``: fw's ``g(n)`` errs by ulps of 1, not of itself (a term spread evenly has g ~ 1e-16 or 0 with
+    #: eps = 0). So ``1e-15 * sensitivity`` bounds the rounding in ``s``. It is infinite when G_n = 0 exactly here but the terms are not: AdaGrad's first
     #: step of a term is ``eta`` times the sign of ``G_n``, so the sign of rounding noise decides it. (With one
     #: active class, G = 0 exactly: p(l|d) = 1 and the mean over Y' is that class's log p.)
     sensitivity: float = 0.0
@@ -74,21 +75,23 @@ class TiedReference(DenseReference):
 
     # ------------------------------------------------------------ learning
     def step_inputs(self, raw: dict[str, float], classes) -> tuple | None:
-        """``(x, Y', table, prior)`` of the step ``raw`` under ``classes`` would take now, or None (no step)."""
+        """``(x, Y', table, prior, w)`` of the step ``raw`` under ``classes`` would take now (w: the weights before
+        fw), or None (no step)."""
         if not self.docs:
             return None
         active, prior, table, counts = self.label_table()
-        x = self.scored_weights(self.query_weights(raw), counts)
+        weights = self.query_weights(raw)
+        x = self.scored_weights(weights, counts)
         chosen = [y for y in dict.fromkeys(classes) if y in table]
         if not x or not chosen:
             return None
-        return x, chosen, table, prior
+        return x, chosen, table, prior, weights
 
     def step(self, raw: dict[str, float], classes) -> None:
         inputs = self.step_inputs(raw, classes)
         if inputs is None:
             return
-        x, chosen, table, prior = inputs
+        x, chosen, table, prior, weights = inputs
         log_post = normalized(prior, table, {n: w * self.factor(n) for n, w in x.items()})
         post = {c: math.exp(v) for c, v in log_post.items()}
         gradients = {}
@@ -100,7 +103,7 @@ class TiedReference(DenseReference):
         self.t += 1
         for n, g in gradients.items():
             state = self.terms.setdefault(n, TermState())
-            scale = self.eta * abs(x[n]) * (max(abs(table[c][n]) for c in table) + 30.0)
+            scale = self.eta * abs(weights[n]) * (max(abs(table[c][n]) for c in table) + 30.0)
             root = math.sqrt(state.q + g * g)
             if scale > 0 and len(table) > 1:  # one active class: p = 1 and G = 0, exactly
                 self.sensitivity = max(self.sensitivity, scale / root if root > 0 else math.inf)
