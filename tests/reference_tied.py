@@ -136,6 +136,14 @@ class TiedReference(DenseReference):
         scored = self.scored_weights(query, counts)
         return normalized(prior, table, {n: w * self.averaged(n) for n, w in scored.items()})
 
+    def query_mass(self, raw_query: dict[str, float]) -> float:
+        """``sum_n |x_n| max_l |log p_l(n)|`` of a query: how much an error in the factors moves its log posteriors."""
+        if not self.docs:
+            return 0.0
+        _, _, table, counts = self.label_table()
+        scored = self.scored_weights(self.query_weights(raw_query), counts)
+        return sum(abs(w) * max(abs(table[c][n]) for c in table) for n, w in scored.items())
+
     def tied_term_weights(self, names=None) -> dict[str, float]:
         """What ``MNB.tied_term_weights`` must give: ``sbar`` of the given names (default: every live term)."""
         names = sorted(self.live_terms()) if names is None else names

@@ -35,11 +35,18 @@ from tests.reference_tied import TiedReference
 from tests.test_mnb_exact import LABELS, VOCAB, WEIGHTINGS, configs, documents, label_sets
 
 TOLERANCE = 1e-9  # log posteriors, as tests/test_mnb_exact.py
-FACTOR_TOLERANCE = 1e-10  # averaged factors (absolute): they multiply weights of ~1 and log probabilities of ~10
+FACTOR_TOLERANCE = 1e-10  # averaged factors (absolute)
 #: Sequences whose steps rounding may move far are left out of the comparison with the reference
 #: (:attr:`TiedReference.sensitivity`). Measured over 400 examples without the limit: below 1e8 the factors
-#: agreed to 2e-12 at most, from 1e8 on 3e-10 up to 9 (rounding deciding AdaGrad's first steps).
-SENSITIVITY = 1e6
+#: agreed to 3e-11 at most (rare cases reach 1e-10: a gradient 1e7 times smaller than its parts, which agree to
+#: ~1e-14), from 1e8 on 3e-10 up to 9 (rounding deciding AdaGrad's first steps). Below the limit the factors are
+#: held to FACTOR_TOLERANCE + 2e-15 sensitivity, and the log posteriors to TOLERANCE plus the query's
+#: sum_n |x_n| max_l |log p_l(n)| times that.
+SENSITIVITY = 1e7
+
+
+def factor_tolerance(reference: TiedReference) -> float:
+    return FACTOR_TOLERANCE + 2e-15 * reference.sensitivity
 
 etas = st.sampled_from([0.25, 0.5, 2.0, 8.0])
 ids = st.sampled_from(["d1", "d2", "d3", "d4", "d5", "d6", None])
@@ -79,6 +86,12 @@ def tied_configs(draw):
     return with_tw(spec), {**params, "tw_eta": draw(etas)}, half_life, multilabel
 
 
+def without_kn(config):
+    """``config`` with a fixed delta in place of "kn" (see test_kn_restore_keeps_learning)."""
+    spec, params, half_life, multilabel = config
+    return spec, {**params, "delta": 0.5} if params.get("delta") == "kn" else params, half_life, multilabel
+
+
 def new_pair(config) -> tuple[MNB, TiedReference]:
     spec, params, half_life, multilabel = config
     model = MNB(spec, half_life=half_life, multilabel=multilabel, **params)
@@ -94,7 +107,7 @@ def check_factors(model: MNB, reference: TiedReference) -> None:
     assert set(got) == reference.live_terms()
     expected = reference.tied_term_weights(sorted(got))
     for name in got:
-        assert abs(got[name] - expected[name]) <= FACTOR_TOLERANCE, (name, got[name], expected[name])
+        assert abs(got[name] - expected[name]) <= factor_tolerance(reference), (name, got[name], expected[name])
     assert model.tied_term_weights(["never-seen", *VOCAB[:2]])["never-seen"] == 1.0
 
 
@@ -105,7 +118,8 @@ def check_scores(model: MNB, reference: TiedReference, queries) -> None:
     classes, log_post = model.predict_log_proba_many(queries)
     for query, row in zip(queries, log_post):
         expected = as_array(reference.log_posterior(query), classes, reference.multilabel)
-        np.testing.assert_allclose(row, expected, rtol=0, atol=TOLERANCE)
+        slack = reference.query_mass(query) * factor_tolerance(reference)
+        np.testing.assert_allclose(row, expected, rtol=0, atol=TOLERANCE + slack)
 
 
 def counted(doc) -> dict[str, float]:
@@ -233,7 +247,7 @@ def test_learn_many_equals_learn_one_bit_for_bit(config, items, cuts, sequential
 def test_snapshot_restore_scores_identically_and_keeps_learning(config, start, before, after, queries):
     """A restored model has the factors, step count, checksum and posteriors of the original, bit for bit, and
     both continue identically (and as the reference). (Not with delta="kn": see test_kn_restore_keeps_learning.)"""
-    assume(config[1].get("delta") != "kn")
+    config = without_kn(config)
     model, reference = replay(config, start + before, queries, check_every=False)
     restored = MNB.from_bytes(model.to_bytes())
     assert restored.checksum() == model.checksum()
@@ -263,7 +277,7 @@ def test_scoring_between_learns_changes_nothing_learned(config, start, op_list, 
     before (the posting caches' history): a model scoring other documents between its learns (as a classifier
     replica does) learns bit for bit what one that never scores learns. (Not with delta="kn": see
     test_kn_scoring_between_learns_changes_nothing_learned.)"""
-    assume(config[1].get("delta") != "kn")
+    config = without_kn(config)
     quiet, busy = new_pair(config)[0], new_pair(config)[0]
     for op in start + op_list:
         if op[0] == "score":
