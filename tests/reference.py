@@ -100,9 +100,9 @@ class DenseReference(ReferenceDocuments):
             query = dict(raw_query)
         return {t: w for t, w in query.items() if t in seen and w > 0}
 
-    def log_posterior(self, raw_query: dict[str, float], weighted: dict[str, float] | None = None) -> dict[str, float]:
-        """``log p(l | w)`` for every class, computed from scratch (``weighted``: the weights themselves, before
-        the fw weights, instead of those of ``raw_query``)."""
+    def label_table(self) -> tuple[list[str], dict[str, float], dict[str, dict[str, float]], dict]:
+        """From scratch: the classes, ``theta log p(l)`` per class, ``log p_l(n)`` per class and vocabulary
+        term (the smoothed label term probabilities), and the dense table ``counts[class][term]``."""
         classes, counts, docs_per_class = self.class_counts()
         vocab = sorted({t for row in counts.values() for t, v in row.items()})
         V = len(vocab)
@@ -122,13 +122,8 @@ class DenseReference(ReferenceDocuments):
         mu = self.params.get("mu", 0.0) if self.spec.dp else 0.0
         theta = self.params.get("theta", 1.0)
 
-        query = self.query_weights(raw_query) if weighted is None else dict(weighted)
-        if getattr(self.spec, "class_weights", False):
-            g = class_weights_of(counts, self.params)
-            query = {t: w * g[t] for t, w in query.items()}
-
         all_docs = sum(docs_per_class.values())
-        out = {}
+        prior, table = {}, {}
         for c in classes:
             row = counts[c]
             mass = sum(row.values())
@@ -139,14 +134,36 @@ class DenseReference(ReferenceDocuments):
             # the cancellation of 1 - x when nearly nothing is discounted
             a = 1.0 if mu + mass <= 0 else (mu + sum(discounts.values())) / (mu + mass)
             one_minus_a = 0.0 if mu + mass <= 0 else kept_total / (mu + mass)
-            score = theta * math.log(docs_per_class[c] / all_docs)
-            for t, w in query.items():
-                pu = kept[t] / kept_total if kept_total > 0 else 0.0
-                score += w * math.log(one_minus_a * pu + a * p_b(t))
-            out[c] = score
-        peak = max(out.values())
-        norm = peak + math.log(sum(math.exp(v - peak) for v in out.values()))
-        return {c: v - norm for c, v in out.items()}
+            prior[c] = theta * math.log(docs_per_class[c] / all_docs)
+            table[c] = {t: math.log(one_minus_a * (kept[t] / kept_total if kept_total > 0 else 0.0) + a * p_b(t))
+                        for t in vocab}
+        return classes, prior, table, counts
+
+    def scored_weights(self, query: dict[str, float], counts: dict) -> dict[str, float]:
+        """The query weights the label scores use: ``query`` (seen terms, before fw) times the fw weights."""
+        if getattr(self.spec, "class_weights", False):
+            g = class_weights_of(counts, self.params)
+            query = {t: w * g[t] for t, w in query.items()}
+        return query
+
+    def log_posterior(self, raw_query: dict[str, float], weighted: dict[str, float] | None = None) -> dict[str, float]:
+        """``log p(l | w)`` for every class, computed from scratch (``weighted``: the weights themselves, before
+        the fw weights, instead of those of ``raw_query``)."""
+        classes, prior, table, counts = self.label_table()
+        query = self.query_weights(raw_query) if weighted is None else dict(weighted)
+        return normalized(prior, table, self.scored_weights(query, counts))
+
+
+def normalized(prior: dict[str, float], table: dict[str, dict[str, float]], query: dict[str, float]) -> dict[str, float]:
+    """``log p(l | w)`` from :meth:`DenseReference.label_table`'s prior and table and the scored weights."""
+    out = {}
+    for c, score in prior.items():
+        for t, w in query.items():
+            score += w * table[c][t]
+        out[c] = score
+    peak = max(out.values())
+    norm = peak + math.log(sum(math.exp(v - peak) for v in out.values()))
+    return {c: v - norm for c, v in out.items()}
 
 
 def class_weights_of(counts: dict[str, dict[str, float]], params: dict) -> dict[str, float]:
