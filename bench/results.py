@@ -194,6 +194,9 @@ def run_ensemble(entry: Entry, candidate: Candidate, runner: Runner, stem: str) 
                          [sys.executable, "-m", "sgm.consumers.cli", *common,
                           *(a for p in bases for a in ("--base", str(p))), "--out", str(config), "--json", str(fit_json)],
                          fit_json)
+    if summary.get("bases") is not None and summary["bases"] != [json.loads(p.read_text(encoding="utf-8")) for p in bases]:
+        raise RuntimeError(f"{fit_json} pools other bases than {candidate.label} has now (a --resume after the plan "
+                           f"changed, or a seeded pool): delete it and {eval_json.name}")
     eval_args = ["eval", *entry.data_args(), "--config"]
     tuned = runner.run(["sgm", *eval_args, rel(config)],
                        [sys.executable, "-m", "sgm.consumers.cli", *eval_args, str(config), "--json", str(eval_json)],
