@@ -38,12 +38,13 @@ from .label_marginals import check_label_threshold
 from .lexicon import TermLexicon
 from .mail import MailExtraction, MailFeatures, MailOptions, Message
 from .loops.scoring import keep_seen_terms
-from .persistence import ExtraState, dump, dumps, loads, state_checksum
+from .persistence import ExtraState, SnapshotError, dump, dumps, loads, state_checksum
 from .predictions import PosteriorPredictions, Ranking, top_k_indices  # noqa: F401 - the last two: old import path
 from .spec import ModelSpec, check_half_life, parse_spec, resolve_params
 from .state import CountState
 from .term_class_weights import term_class_weights
 from .text import Document, Tokenizer, batch_term_counts, check_term_types, term_counts
+from .tied_weights import TiedTermWeights
 
 Labels = str | Sequence[str]
 
@@ -148,6 +149,8 @@ class GenerativeTextModel(PosteriorPredictions):
         self._names: tuple | None = None
         #: fb: the second scoring pass (model.feedback); None without the affix
         self.feedback: ModelFeedback | None = ModelFeedback.of(self.spec, self.params)
+        #: tw: the tied term weights (model.tied_weights), fresh for this state; None without the affix
+        self.tied = TiedTermWeights.following(self.state, self.params["tw_eta"]) if self.spec.tied_weights else None
 
     # ------------------------------------------------------------ config
     @property
@@ -309,6 +312,8 @@ class GenerativeTextModel(PosteriorPredictions):
                 if self._record_classes(record) == set(classes):
                     return False
                 state.remove_document(doc_id)  # before interning: it may release terms of its own
+            if self.tied is not None:
+                self._tied_step(doc, classes)
             added: list[int] = []
             _, terms, raw = self.term_lexicon().learn_terms(
                 [doc], self.tokenizer, lambda blob, bounds: state.intern_encoded(blob, bounds, added))
@@ -323,6 +328,8 @@ class GenerativeTextModel(PosteriorPredictions):
             if self._record_classes(record) == set(classes):
                 return False
             state.remove_document(doc_id)
+        if self.tied is not None:
+            self._tied_step(dict(zip(terms, raw.tolist())), classes)
         state.add_document(doc_id, classes, terms, raw, _ts(ts), self._training_weigher())
         return True
 
@@ -349,8 +356,9 @@ class GenerativeTextModel(PosteriorPredictions):
             id_list = [doc.anonymous_id() if i is None and isinstance(doc, Message) else i
                        for doc, i in zip(docs, id_list)]
             docs = self._readable(docs)
-        if sequential and (self._learns_with_idf() or self.state.tracks_expiry()):
-            # learn-time IDF and pruning depend on every earlier document: no batching
+        if self.tied is not None or (sequential and (self._learns_with_idf() or self.state.tracks_expiry())):
+            # learn-time IDF and pruning depend on every earlier document, a tied weights' step on the model
+            # before it (model.tied_weights): no batching
             return sum(self.learn_one(d, l, t, i) for d, l, t, i in zip(docs, labels, ts_list, id_list))
         changed = 0
         batch: list[tuple] = []
@@ -531,14 +539,35 @@ class GenerativeTextModel(PosteriorPredictions):
         """Known terms of each document and their weights, times the ``fw`` weights when the spec has them."""
         return self._query_weighted(self._prepare_weights(docs))
 
-    def _query_weighted(self, batch: PreparedBatch) -> PreparedBatch:
-        """``batch`` with the query term weights (``fw``) applied, when the spec has them."""
+    def _query_weighted(self, batch: PreparedBatch, tied: bool = True) -> PreparedBatch:
+        """``batch`` with the query term weights (``fw``) applied, when the spec has them, then (``tied``) the
+        tied term weights' averaged factors (``tw``)."""
         if self.spec.class_weights and len(batch.terms):
             params = self.params
             weights = batch.weights * term_class_weights(self.state, batch.terms, params["gamma"], params["kappa"],
                                                          params["eps"])
-            return PreparedBatch(batch.terms, weights, batch.owner, batch.n_docs)
+            batch = PreparedBatch(batch.terms, weights, batch.owner, batch.n_docs)
+        if tied and self.tied is not None:
+            return self.tied.scaled(batch)
         return batch
+
+    def _tied_step(self, doc, classes: Sequence[str]) -> None:
+        """The tied term weights' step for a document about to be learned under ``classes`` (model.tied_weights)."""
+        raise NotImplementedError(f"{type(self).__name__} has no tied term weights")
+
+    def tied_term_weights(self, terms: Iterable[str] | None = None) -> dict[str, float]:
+        """The averaged factor of each of ``terms`` (default: every term the model holds) (``tw``).
+
+        A term the model does not hold has the factor 1. See :mod:`model.tied_weights`.
+        """
+        if self.tied is None:
+            raise ValueError(f"{self.spec.name!r} has no tied term weights (the tw affix)")
+        return self.tied.by_name(self.state, terms)
+
+    @property
+    def tied_steps(self) -> int:
+        """How many learned documents moved the tied term weights (``tw``); 0 without them."""
+        return 0 if self.tied is None else self.tied.steps
 
     def _scored(self, docs: Sequence[Document], active: np.ndarray) -> np.ndarray:
         """The scoring kernel's log posteriors of ``docs``; with feedback (``fb``), its second pass."""
@@ -694,10 +723,18 @@ class GenerativeTextModel(PosteriorPredictions):
         The one persistence hook of every family: snapshots store it, the
         checksum covers it, and :meth:`restore_extra_state` takes it back.
         """
-        return ExtraState({}, {})
+        return ExtraState({}, {}) if self.tied is None else self.tied.extra_state(ExtraState({}, {}), self.state)
 
     def restore_extra_state(self, extra: ExtraState) -> None:
         """Take :meth:`extra_state` back once the state was replaced (a restore); caches are already rebuilt."""
+        self._restore_tied(extra)
+
+    def _restore_tied(self, extra: ExtraState) -> None:
+        """The tied term weights' part of :meth:`restore_extra_state` (refuses per-term arrays without them)."""
+        if self.tied is not None:
+            self.tied.restore_extra_state(extra, self.state)
+        elif extra.per_term:
+            raise SnapshotError(f"per-term arrays {sorted(extra.per_term)} for a model without tied term weights")
 
     # ------------------------------------------------------------ stats
     def resum_totals(self) -> int:

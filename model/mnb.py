@@ -89,6 +89,20 @@ class MNB(GenerativeTextModel):
     def _scoring_cache_arrays(self) -> list[np.ndarray]:
         return self.labels.cache_arrays()
 
+    def _tied_step(self, doc, classes) -> None:
+        """The tied term weights' step (:mod:`model.tied_weights`) for ``doc``, about to be learned under the class
+        keys ``classes``: towards those of them that are active, over the known terms; none if there are neither."""
+        state = self.state
+        active, _ = self.class_names()
+        ids = state.classes.ids
+        targets = [c for c in (ids.get(key) for key in classes) if c is not None and state.cls_refs[c] > 0]
+        if not targets:
+            return
+        batch = self._query_weighted(self._prepare_weights([doc]), tied=False)
+        if not len(batch.terms):
+            return
+        self.tied.step(batch.terms, self.tied.gradient(self.labels, state, batch, active, targets))
+
     # ------------------------------------------------------------ pruned top-k
     def uses_pruned_topk(self, k: int = 5, threshold: float | None = None, tolerance: float | None = None) -> bool:
         """Whether top-``k`` takes the pruned path: its cost follows the postings a document reads, the

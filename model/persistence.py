@@ -61,6 +61,8 @@ EXACT = ("cls_docs", "cls_mass", "term_mass", "term_df")
 TOTALS = ("total_mass", "total_docs", "class_docs_total")
 
 
+#: The name prefix of a family's per-term arrays in a snapshot (:attr:`ExtraState.per_term`).
+PER_TERM = "per_term_"
 #: Every array a snapshot holds for the CountState; any other array belongs to the family's extra state.
 STATE_ARRAYS = frozenset(
     ["class_names", "class_name_lengths", "class_free", "term_names", "term_name_lengths", "term_free", "ent_free",
@@ -83,11 +85,14 @@ class ExtraState(NamedTuple):
 
     ``meta`` holds JSON-able options (the checksum reads its values in order);
     ``per_document`` holds 1-D arrays with one value per live document, in the
-    state's document order (the checksum reads them in document-id order).
+    state's document order (the checksum reads them in document-id order);
+    ``per_term`` 1-D arrays with one value per term id (free ids too: ids are
+    restored as they were), read by the checksum in term-name order of the live terms.
     """
 
     meta: dict[str, Any]
     per_document: dict[str, np.ndarray]
+    per_term: dict[str, np.ndarray] = {}
 
 
 # ------------------------------------------------------------------ helpers
@@ -212,7 +217,8 @@ def dump(model: Model, handle: BinaryIO, extra: dict[str, Any] | None = None) ->
         builders[f"arena_{name}"] = (lambda name=name: getattr(arena, name)[:n_terms])
     assert set(builders) == STATE_ARRAYS
     extra_state = model.extra_state()
-    for name, array in extra_state.per_document.items():
+    for name, array in [*extra_state.per_document.items(),
+                        *((PER_TERM + name, array) for name, array in extra_state.per_term.items())]:
         if name in builders:
             raise ValueError(f"extra state array {name!r} clashes with a state array")
         builders[name] = (lambda array=array: array)
@@ -476,9 +482,11 @@ def _rebuild(meta: dict[str, Any], a: dict[str, np.ndarray]) -> Model:
     if state.n_docs != len(state.docs) or state.ent_used != used:
         raise SnapshotError("document or entry counts disagree with the header")
     state.restored()
-    per_document = {name: array for name, array in a.items() if name not in STATE_ARRAYS}  # the family checks them
+    # the family checks them
+    per_document = {name: array for name, array in a.items() if name not in STATE_ARRAYS and not name.startswith(PER_TERM)}
+    per_term = {name[len(PER_TERM):]: array for name, array in a.items() if name.startswith(PER_TERM)}
     model.rebuild_caches()
-    model.restore_extra_state(ExtraState(meta.get("model_extra") or {}, per_document))
+    model.restore_extra_state(ExtraState(meta.get("model_extra") or {}, per_document, per_term))
     return model
 
 
@@ -637,4 +645,6 @@ def state_checksum(model: Model, legacy: bool = False) -> str:
         order = np.fromiter(map(position.__getitem__, doc_order), dtype=np.int64, count=len(doc_order))
         for name in sorted(extra.per_document):
             digest.update(np.ascontiguousarray(extra.per_document[name][order]).tobytes())
+    for name in sorted(extra.per_term):  # (absent from every family but tied term weights': checksums as before)
+        digest.update(name.encode() + np.ascontiguousarray(extra.per_term[name][to]).tobytes())
     return digest.hexdigest()

@@ -47,6 +47,11 @@ _CLASS_WEIGHT_PARAMS = (
               0.0001, 100.0, True),
     ParamInfo("eps", 0.0, 1.0, 0.1, False, "fw: weight floor of a term spread evenly over the classes", 0.0, 1.0),
 )
+#: The number of tied term weights (tw; :mod:`model.tied_weights`).
+_TIED_PARAMS = (
+    ParamInfo("tw_eta", 0.0, 100.0, 2.0, True, "tw: AdaGrad step of the tied term weights (a term's first step)",
+              0.25, 8.0, True),
+)
 #: The numbers of model-based feedback (fb; :mod:`model.feedback`); labels and terms are rounded to whole numbers.
 _FEEDBACK_PARAMS = (
     ParamInfo("fb_lambda", 0.0, 1.0, 0.1, False, "fb: weight of the top labels' words in the second pass", 0.0, 0.4),
@@ -59,7 +64,7 @@ _FEEDBACK_PARAMS = (
 def _collect_params() -> dict[str, ParamInfo]:
     found: dict[str, ParamInfo] = {}
     groups = ([m.params for m in registry.METHODS] + [b.params for b in registry.BACKGROUNDS] + [_WEIGHTING_PARAMS]
-              + [_CLASS_WEIGHT_PARAMS, _FEEDBACK_PARAMS]
+              + [_CLASS_WEIGHT_PARAMS, _TIED_PARAMS, _FEEDBACK_PARAMS]
               + [registry.kernel_method(k).kernel_params for k in KERNEL_AFFIXES])
     for info in (info for group in groups for info in group):
         if found.setdefault(info.name, info) != info:
@@ -80,6 +85,7 @@ def _affix_table() -> str:
              ("tXiX", "both free"), ("qidf", "IDF weighting of scored documents only (ups_idf=0 fixed)"),
              ("qidfX", "query IDF with lifting ``ups_idf`` free"),
              ("fw", "supervised weights of scored terms from their class distribution (``gamma``, ``kappa``, ``eps``)"),
+             ("tw", "tied term weights: one factor per scored term, learned online by AdaGrad (``tw_eta``; MNB only)"),
              ("fb", "model-based feedback: a second pass with the top labels' words mixed in (``fb_lambda``, "
                     "``fb_labels``, ``fb_terms``)"),
              ("ps", "prior scaling ``theta``")]
@@ -120,6 +126,8 @@ class ModelSpec:
     class_weights: bool = False
     #: fb: a second scoring pass with the top labels' words mixed in (:mod:`model.feedback`)
     feedback: bool = False
+    #: tw: one factor per scored term, tied across labels, learned online (:mod:`model.tied_weights`)
+    tied_weights: bool = False
 
     @property
     def name(self) -> str:
@@ -130,6 +138,8 @@ class ModelSpec:
             parts.append(self.weighting)
         if self.class_weights:
             parts.append("fw")
+        if self.tied_weights:
+            parts.append("tw")
         if self.feedback:
             parts.append("fb")
         if self.prior_scaling:
@@ -151,6 +161,8 @@ class ModelSpec:
             names.add("theta")
         if self.class_weights:
             names.update(info.name for info in _CLASS_WEIGHT_PARAMS)
+        if self.tied_weights:
+            names.update(info.name for info in _TIED_PARAMS)
         if self.feedback:
             names.update(info.name for info in _FEEDBACK_PARAMS)
         return frozenset(names)
@@ -187,12 +199,12 @@ def parse_spec(text: str) -> ModelSpec:
     family = "mnb"
     if affixes and affixes[0] in FAMILIES:
         family = affixes.pop(0)
-    known = set(BACKGROUNDS) | set(SMOOTHING) | {"ps", "fw", "fb"} | set(WEIGHTINGS) | set(KERNEL_AFFIXES)
+    known = set(BACKGROUNDS) | set(SMOOTHING) | {"ps", "fw", "tw", "fb"} | set(WEIGHTINGS) | set(KERNEL_AFFIXES)
     unknown = [a for a in affixes if a not in known]
     if unknown:
         raise SpecError(
             f"unknown affix(es) {unknown} in {text!r}; known: backgrounds {BACKGROUNDS}, "
-            f"smoothing {' '.join(SMOOTHING)}, weighting {WEIGHTINGS}, fw, fb, ps, TDM kernels {KERNEL_AFFIXES}"
+            f"smoothing {' '.join(SMOOTHING)}, weighting {WEIGHTINGS}, fw, tw, fb, ps, TDM kernels {KERNEL_AFFIXES}"
         )
     if len(set(affixes)) != len(affixes):
         raise SpecError(f"repeated affix in {text!r}")
@@ -221,10 +233,12 @@ def parse_spec(text: str) -> ModelSpec:
     kernel = frozenset(a for a in affixes if a in KERNEL_AFFIXES)
     if family == "mnb" and kernel:
         raise SpecError(f"kernel affixes {sorted(kernel)} are for TDM: prefix the spec with 'tdm_'")
+    if family == "tdm" and "tw" in affixes:
+        raise SpecError(f"{text!r}: tied term weights (tw) are for MNB (their step follows the MNB's label score)")
     if family == "tdm" and not kernel:
         raise SpecError(f"{text!r}: a TDM needs kernel smoothing ({_either(KERNEL_AFFIXES, 'and/or')})")
     return ModelSpec(family, background, smoothing, weighting, "ps" in affixes, kernel, "fw" in affixes,
-                     "fb" in affixes)
+                     "fb" in affixes, "tw" in affixes)
 
 
 #: Numbers that are not affix parameters but still configure a model.

@@ -36,7 +36,7 @@ import contextlib
 import heapq
 import itertools
 import math
-from typing import Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -117,6 +117,11 @@ class CountState:
         self.max_bytes = max_bytes
         #: Bytes per term of a document beyond DOC_TERM_BYTES that a family keeps (TDM's document postings).
         self.family_doc_term_bytes = 0
+        #: Bytes per term id a family keeps beside the state (the tied term weights' arrays).
+        self.family_term_bytes = 0
+        #: Per-term-id arrays kept beside the state, by name: each has ``reserve(capacity)`` (room for new ids) and
+        #: ``release(term)`` (an id given back), called as the state grows and releases term ids.
+        self.term_followers: dict[str, Any] = {}
         self.doc_terms = 0  # terms summed over the live documents (their records' lengths)
         self.term_name_bytes = 0  # characters of the live terms' names
         self.classes = Interner()
@@ -199,7 +204,7 @@ class CountState:
         for sums in (self.cls_docs, self.cls_mass, self.term_mass, self.term_df, self.ent_count):
             arrays += sums.hi.nbytes + sums.lo.nbytes
         return int(arrays + DOC_BYTES * self.n_docs + (DOC_TERM_BYTES + self.family_doc_term_bytes) * self.doc_terms
-                   + TERM_BYTES * len(self.terms) + TERM_NAME_BYTES * self.term_name_bytes
+                   + (TERM_BYTES + self.family_term_bytes) * len(self.terms) + TERM_NAME_BYTES * self.term_name_bytes
                    + ENTRY_BYTES * self.n_entries)
 
     def _release_term(self, t: int) -> None:
@@ -207,6 +212,8 @@ class CountState:
         self.term_name_bytes -= len(self.terms.names[t])
         self.terms.remove(t)
         self.arena.release(t)
+        for follower in self.term_followers.values():
+            follower.release(t)
 
     # ------------------------------------------------------------- interning
     def intern_terms(self, term_keys: list[str], added: list[int] | None = None, absent: bool = False) -> np.ndarray:
@@ -250,6 +257,8 @@ class CountState:
             self.term_refs = grow(self.term_refs, cap)
             self.term_raw = grow(self.term_raw, cap)
             self.arena.reserve_terms(cap)
+            for follower in self.term_followers.values():
+                follower.reserve(len(self.term_refs))
 
     @contextlib.contextmanager
     def holding_term_ids(self) -> Iterator[list[int]]:

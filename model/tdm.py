@@ -203,6 +203,7 @@ class TDM(GenerativeTextModel):
 
     def restore_extra_state(self, extra: ExtraState) -> None:
         """Take :meth:`extra_state` back after the CountState was replaced (rebuilds the nodes)."""
+        self._restore_tied(extra)  # (a TDM has none: refuses per-term arrays)
         lengths = extra.per_document.get(LENGTHS)
         if lengths is None or len(lengths) != len(self.state.docs):
             raise ValueError("TDM snapshot: document lengths missing or not one per document")
