@@ -64,7 +64,8 @@ class MergeError(ValueError):
 def _key(row: str) -> str:
     """A table row's dataset: the first word of its first cell (``spamassassin (ts order)`` -> spamassassin)."""
     cell = row.strip().strip("|").split("|")[0].strip()
-    return cell.split(" ")[0] if cell else ""
+    key = cell.split(" ")[0] if cell else ""
+    return _MEAN if key.startswith(_MEAN) else key  # "**mean**", "**mean r8, r52, webkb**"
 
 
 def _tables(lines: list[str], end: int) -> dict[tuple[str, str], tuple[int, int]]:

@@ -72,6 +72,11 @@ ENSEMBLE_R52 = Candidate("ensemble", bases=ENSEMBLE_BASES + ("tdm_uc_jm_dp_kpd_k
 #: (3x8), from that candidate's tuned configuration.
 FB_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_fb_ps", ("--ngrams", "2"), search=(3, 8),
                            start_from="uc_pd_jm_dp_fw_ps-bigrams", params=("fb_lambda", "fb_labels", "fb_terms")),)
+#: Issue 19, the tied term weights (the tw affix, model/tied_weights.py: one factor per term, learned online by AdaGrad
+#: before each document is counted) on top of the tuned fw +bigrams candidate: only tw_eta is searched (3x8, log scale
+#: 0.25..8), from that candidate's tuned configuration (bench/topic_levers_online.py measured the lever: eta 2 chosen).
+TW_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_tw_ps", ("--ngrams", "2"), search=(3, 8),
+                           start_from="uc_pd_jm_dp_fw_ps-bigrams", params=("tw_eta",)),)
 #: Issue 19: reuters21578's pool of every tuned candidate of its entry (label-powerset bases; the pool outputs the
 #: pooled arg-max label set), fitted on the entry's dev data by ``sgm ensemble``, which keeps the bases that help there.
 ENSEMBLE_REUTERS = Candidate("ensemble", bases=tuple(c.stem for c in SPLIT_CANDIDATES + FW_CANDIDATES + CHAR_CANDIDATES))
@@ -138,14 +143,14 @@ class Entry:
 #: each tuned configuration (``choose_folds``; :mod:`bench.results_choice`).
 PLAN: tuple[Entry, ...] = (
     Entry("r8", "split", (6, 12), choose_folds=5, note="standard split (Cardoso-Cachopo)",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES
-          + CHAR_CANDIDATES + (ENSEMBLE,)),
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + TW_CANDIDATES + BINARY_CANDIDATES
+          + TDM_BINARY_CANDIDATES + CHAR_CANDIDATES + (ENSEMBLE,)),
     Entry("r52", "split", (6, 12), choose_folds=5, note="standard split",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES
-          + CHAR_CANDIDATES + (ENSEMBLE_R52,)),
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + TW_CANDIDATES + BINARY_CANDIDATES
+          + TDM_BINARY_CANDIDATES + CHAR_CANDIDATES + (ENSEMBLE_R52,)),
     Entry("webkb", "split", (6, 12), choose_folds=5, note="standard split",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES
-          + CHAR_CANDIDATES + (ENSEMBLE,)),
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + TW_CANDIDATES + BINARY_CANDIDATES
+          + TDM_BINARY_CANDIDATES + CHAR_CANDIDATES + (ENSEMBLE,)),
     Entry("reuters21578", "split", (6, 12),
           candidates=SPLIT_CANDIDATES + FW_CANDIDATES + CHAR_CANDIDATES + (ENSEMBLE_REUTERS,), label_rule=True,
           note="ModApte split, stories with at least one topic (7,775 train / 3,019 test); multi-label as label "
