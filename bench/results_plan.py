@@ -60,23 +60,23 @@ TDM_BINARY_CANDIDATES = (Candidate("tdm_uc_jm_dp_kpd_kdp_fw", ("--ngrams", "2", 
 #: Issue 19: character n-grams (3-5) of the words instead of words, a feature set of its own for the pool (alone it is
 #: below the word models; beside them, bench/topic_levers.py's char-mix gained +0.17-0.20 points of r52's CV and +0.29 of r8's).
 CHAR_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_ps", ("--char-ngrams", "3-5")),)
-#: Issue 19: a log-linear pool of tuned candidates with different smoothing, weighting and features (the research's
-#: ensembles), fitted on dev data by ``sgm ensemble``.
-ENSEMBLE_BASES = ("uc_pd_jm_dp_fw_ps-bigrams", "uc_pd_jm_dp_fw_ps-bigrams-binary", "tdm_uc_jm_dp_kpd_kdp")
-ENSEMBLE = Candidate("ensemble", bases=ENSEMBLE_BASES + ("tdm_uc_jm_dp_kpd_kdp_fw-bigrams-binary", "uc_pd_dp_tXiX_ps",
-                                                         "uc_pd_jm_dp_fw_ps-chars"))
-ENSEMBLE_R52 = Candidate("ensemble", bases=ENSEMBLE_BASES + ("tdm_uc_jm_dp_kpd_kdp_fw-bigrams-binary", "uc_pd_jm_dp_fw_ps",
-                                                             "uc_pd_jm_dp_fw_ps-chars"))
-#: Issue 19, the thesis's LSHTC4 model-based feedback (the fb affix, :mod:`model.feedback`) on top of the tuned fw
-#: +bigrams candidate: a second pass with the top labels' words mixed in; only its three numbers are searched
-#: (3x8), from that candidate's tuned configuration.
-FB_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_fb_ps", ("--ngrams", "2"), search=(3, 8),
-                           start_from="uc_pd_jm_dp_fw_ps-bigrams", params=("fb_lambda", "fb_labels", "fb_terms")),)
 #: Issue 19, the tied term weights (the tw affix, model/tied_weights.py: one factor per term, learned online by AdaGrad
 #: before each document is counted) on top of the tuned fw +bigrams candidate: only tw_eta is searched (3x8, log scale
 #: 0.25..8), from that candidate's tuned configuration (bench/topic_levers_online.py measured the lever: eta 2 chosen).
 TW_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_tw_ps", ("--ngrams", "2"), search=(3, 8),
                            start_from="uc_pd_jm_dp_fw_ps-bigrams", params=("tw_eta",)),)
+#: Issue 19: a log-linear pool of tuned candidates with different smoothing, weighting and features (the research's
+#: ensembles), fitted on dev data by ``sgm ensemble``; the tw candidate joined the topic sets' pools on 2026-11-28.
+ENSEMBLE_BASES = ("uc_pd_jm_dp_fw_ps-bigrams", "uc_pd_jm_dp_fw_ps-bigrams-binary", "tdm_uc_jm_dp_kpd_kdp")
+ENSEMBLE = Candidate("ensemble", bases=ENSEMBLE_BASES + ("tdm_uc_jm_dp_kpd_kdp_fw-bigrams-binary", "uc_pd_dp_tXiX_ps",
+                                                         "uc_pd_jm_dp_fw_ps-chars", TW_CANDIDATES[0].stem))
+ENSEMBLE_R52 = Candidate("ensemble", bases=ENSEMBLE_BASES + ("tdm_uc_jm_dp_kpd_kdp_fw-bigrams-binary", "uc_pd_jm_dp_fw_ps",
+                                                             "uc_pd_jm_dp_fw_ps-chars", TW_CANDIDATES[0].stem))
+#: Issue 19, the thesis's LSHTC4 model-based feedback (the fb affix, :mod:`model.feedback`) on top of the tuned fw
+#: +bigrams candidate: a second pass with the top labels' words mixed in; only its three numbers are searched
+#: (3x8), from that candidate's tuned configuration.
+FB_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_fb_ps", ("--ngrams", "2"), search=(3, 8),
+                           start_from="uc_pd_jm_dp_fw_ps-bigrams", params=("fb_lambda", "fb_labels", "fb_terms")),)
 #: Issue 19: reuters21578's pool of every tuned candidate of its entry (label-powerset bases; the pool outputs the
 #: pooled arg-max label set), fitted on the entry's dev data by ``sgm ensemble``, which keeps the bases that help there.
 ENSEMBLE_REUTERS = Candidate("ensemble", bases=tuple(c.stem for c in SPLIT_CANDIDATES + FW_CANDIDATES + CHAR_CANDIDATES))

@@ -55,7 +55,7 @@ def test_a_seeded_folder_regenerates_the_topic_sets_as_the_page_has_them(tmp_pat
     before = page.splitlines()
     assert len(merged) == len(before)
     differ = [i for i, (a, b) in enumerate(zip(before, merged)) if a != b]
-    assert [before[i][:10] for i in differ] == ["Generated "]  # only the line saying when
+    assert [before[i][:10] for i in differ] in ([], ["Generated "])  # at most the line saying when
     # every accuracy of the seeded files is an exact share of its document count
     seeded = json.loads((work / "r52-split-uc_pd_jm_dp_fw_ps-bigrams.eval.json").read_text(encoding="utf-8"))
     assert seeded["accuracy"] * seeded["docs"] == pytest.approx(round(seeded["accuracy"] * seeded["docs"]), abs=1e-9)
