@@ -187,6 +187,8 @@ class MNB(GenerativeTextModel):
     def stats(self) -> dict[str, Any]:
         out = super().stats()
         out.update(self.labels.stats(self.state))
+        if self.tied is not None:
+            out["tied_steps"] = self.tied.steps  # learned documents that moved the tied term weights (tw)
         return out
 
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .loops.class_weights import entropy_weights
+
 
 def class_entropy_weights(class_mass: np.ndarray, posting_term: np.ndarray, posting_class: np.ndarray,
                           posting_count: np.ndarray, n_terms: int, gamma: float, kappa: float,
@@ -70,7 +72,34 @@ def class_entropy_weights(class_mass: np.ndarray, posting_term: np.ndarray, post
 
 
 def term_class_weights(state, terms: np.ndarray, gamma: float, kappa: float, eps: float) -> np.ndarray:
-    """``g(n)`` of each entry of ``terms`` (known term ids, repeats allowed) from a count state."""
+    """``g(n)`` of each entry of ``terms`` (known term ids, repeats allowed) from a count state: the compiled
+    loop (:func:`model.loops.class_weights.entropy_weights`), one pass over the postings of the distinct terms."""
+    if not len(terms):
+        return np.ones(0)
+    scale = state.clock.scale()
+    n = state.classes.capacity
+    class_mass = np.zeros(n)
+    active = state.active_classes()
+    class_mass[active] = state.cls_mass.get(active) * scale
+    live = class_mass > 0
+    n_live = int(live.sum())
+    if n_live < 2:
+        return np.ones(len(terms))
+    unique, inverse = np.unique(terms, return_inverse=True)
+    inverse_mass = np.zeros(n)
+    inverse_mass[live] = 1.0 / (class_mass[live] + kappa)
+    inverse_mass_log = np.zeros(n)
+    inverse_mass_log[live] = inverse_mass[live] * np.log(inverse_mass[live])
+    g = np.empty(len(unique))
+    arena, counts = state.arena, state.ent_count
+    entropy_weights(unique, arena.start, arena.length, arena.cls, arena.slot, counts.hi, counts.lo, scale, live,
+                    inverse_mass, inverse_mass_log, float(inverse_mass[live].sum()), float(inverse_mass_log[live].sum()),
+                    n_live, float(class_mass[live].sum()), float(gamma), float(kappa), float(eps), g)
+    return g[inverse]
+
+
+def term_class_weights_numpy(state, terms: np.ndarray, gamma: float, kappa: float, eps: float) -> np.ndarray:
+    """:func:`term_class_weights` by the numpy form (:func:`class_entropy_weights`): the compiled loop's check."""
     if not len(terms):
         return np.ones(0)
     unique, inverse = np.unique(terms, return_inverse=True)

@@ -4,7 +4,7 @@ Run where an image or an installation is built (deploy/Dockerfile does), with
 the same ``NUMBA_CACHE_DIR`` (and ``NUMBA_CPU_NAME``, if set) as the processes
 that will serve. Without flags it warms every kernel family: the service's
 default configuration, ``--preset spam`` (whole emails), absolute discounting,
-TF-IDF weighting with prior scaling, and TDM; with ``--model``/``--preset``/
+TF-IDF weighting with fw, tw and prior scaling, and TDM; with ``--model``/``--preset``/
 ``--config`` only that configuration. A cached kernel is loaded, not compiled
 again, so running it twice is cheap.
 """
@@ -17,7 +17,7 @@ from typing import Any
 #: Configurations whose kernels together are every kernel a service can use (each family's own paths).
 FAMILIES: tuple[dict[str, Any], ...] = (
     {"model": "u_ad"},
-    {"model": "uc_pd_jm_dp_tXiX_ps", "half_life": 3600.0},
+    {"model": "uc_pd_jm_dp_tXiX_fw_tw_ps", "half_life": 3600.0},  # fw: its compiled loop; tw: a step per learn
     {"model": "tdm_uc_pd_jm_dp_kjm_kdp_kpd"},
 )
 
