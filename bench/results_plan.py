@@ -152,7 +152,8 @@ PLAN: tuple[Entry, ...] = (
           candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + TW_CANDIDATES + BINARY_CANDIDATES
           + TDM_BINARY_CANDIDATES + CHAR_CANDIDATES + (ENSEMBLE,)),
     Entry("reuters21578", "split", (6, 12),
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + CHAR_CANDIDATES + (ENSEMBLE_REUTERS,), label_rule=True,
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + TW_CANDIDATES + CHAR_CANDIDATES + (ENSEMBLE_REUTERS,),
+          label_rule=True,
           note="ModApte split, stories with at least one topic (7,775 train / 3,019 test); multi-label as label "
                "powerset, each candidate's output rule (arg-max label set or a threshold on label marginals) chosen "
                "on its dev data; the headline measure is Micro-F1"),
