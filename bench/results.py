@@ -399,7 +399,7 @@ def is_fw(ours: dict) -> bool:
 
 def peer_summary(results: list[dict]) -> list[str]:
     """Issue 19: the dev-chosen configuration against every tuned peer, and against the dev-chosen one among
-    the candidates without fw (today's model before the issue), with what each costs (same run)."""
+    the candidates without fw (today's model before the issue), with what each costs."""
     rows = [r for r in results if r["entry"].mode == "split"]
     if not rows or not any(is_fw(o) for r in rows for o in r["ours"]):
         return []
@@ -452,7 +452,8 @@ def peer_summary(results: list[dict]) -> list[str]:
     svc = avg(mean.get("linear_svc", []))
     lines += ["", "Goal (issue 19): ahead of LinearSVC on the mean over r8, r52, webkb (mean RER > 0): "
               + ("–" if svc is None else f"{pct(svc)}, **{'reached' if svc > 0 else 'not reached'}**") + ".", "",
-              "Cost of the choice (single-core docs/s inside the model's learn and score calls, same run; "
+              "Cost of the choice (single-core docs/s inside the model's learn and score calls, each from its own `sgm eval` "
+              "step: after a `--resume` the two may come from runs at different loads; "
               "learn: the training split in one batch, score: the test split):", "",
               "| dataset | ours | learn docs/s | score docs/s | before fw | learn docs/s | score docs/s |",
               "|---|---|---|---|---|---|---|", *cost, ""]
@@ -484,7 +485,7 @@ def pool_choice(chosen: dict, candidate: Candidate) -> str:
 
 def ensemble_summary(results: list[dict]) -> list[str]:
     """Issue 19: the dev-fitted ensemble against the dev-chosen single model (today's best) and every tuned
-    peer, with what each costs in the same run (must-show 3)."""
+    peer, with what each costs (must-show 3)."""
     rows = [(r, next(o for o in r["ours"] if o["candidate"].bases)) for r in results
             if r["entry"].mode == "split" and any(o["candidate"].bases for o in r["ours"])]
     if not rows:
@@ -525,7 +526,8 @@ def ensemble_summary(results: list[dict]) -> list[str]:
                     f"{ens['summary']['search_seconds']:.0f} s |")
     lines += ["| **mean r8, r52, webkb** | | | | | | | | " + " | ".join(
         f"| **{pct(sum(mean[key]) / len(mean[key])) if mean.get(key) else '–'}**" for key, _ in names) + " |", "",
-              "Cost (single-core docs/s inside learn and score calls, same run; the ensemble learns and scores with "
+              "Cost (single-core docs/s inside learn and score calls, each from its own `sgm eval` step as above; the "
+              "ensemble learns and scores with "
               "every base) and the pool's fit (`sgm ensemble`, on top of the bases' own searches):", "",
               "| dataset | ensemble learn docs/s | score docs/s | single (dev-chosen) | learn docs/s | score docs/s | "
               "pool fit |", "|---|---|---|---|---|---|---|", *cost, ""]
