@@ -84,7 +84,14 @@ def test_one_line_errors(tmp_path, capsys):
     name = f"errors-{time.monotonic_ns()}"
     (tmp_path / "empty").mkdir()
     (tmp_path / "a.txt").write_text("hello")
+    data = tmp_path / "tiny.jsonl"
+    data.write_text('{"id": "1", "text": "cheap pills", "label": "spam", "split": "train"}\n'
+                    '{"id": "2", "text": "team notes", "label": "ham", "split": "test"}\n')
     cases = [
+        # session 11: a number that is not one named the float() call, not the parameter
+        (["eval", "--data", str(data), "--model", "uc_jm", "--param", "beta=abc"], 2, "sgm eval: beta must be a number"),
+        (["eval", "--data", str(data), "--model", "tdm_uc_jm_kjm_tw"], 2, "tied term weights (tw) are for MNB"),
+        (["eval", "--data", str(data), "--model", "uc_jm_tw", "--param", "tw_eta=0"], 2, "sgm eval: tw_eta=0.0 is outside"),
         (["learn", *memory_args(name), "--label", "", str(tmp_path / "a.txt")], 2, "--label: label '' is empty or blank"),
         (["learn", *memory_args(name), "--label", "a\nb", str(tmp_path / "a.txt")], 2, "--label: label"),
         (["learn", *memory_args(name), "--label", "x", str(tmp_path / "empty")], 1, "no documents found in"),

@@ -140,7 +140,10 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         if not sep or not name.strip():
             raise SpecError(f"--param takes NAME=VALUE, got {item!r}")
         value = value.strip()
-        params[name.strip()] = value if value.lower() == "kn" else float(value)
+        try:
+            params[name.strip()] = value if value.lower() == "kn" else float(value)
+        except ValueError:  # the model's check says which number and what it takes
+            params[name.strip()] = value
     config["params"] = params
     if args.half_life is not None:
         config["half_life"] = args.half_life
