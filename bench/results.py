@@ -194,6 +194,9 @@ def run_ensemble(entry: Entry, candidate: Candidate, runner: Runner, stem: str) 
                          [sys.executable, "-m", "sgm.consumers.cli", *common,
                           *(a for p in bases for a in ("--base", str(p))), "--out", str(config), "--json", str(fit_json)],
                          fit_json)
+    if summary.get("bases") is not None and summary["bases"] != [json.loads(p.read_text(encoding="utf-8")) for p in bases]:
+        raise RuntimeError(f"{fit_json} pools other bases than {candidate.label} has now (a --resume after the plan "
+                           f"changed, or a seeded pool): delete it and {eval_json.name}")
     eval_args = ["eval", *entry.data_args(), "--config"]
     tuned = runner.run(["sgm", *eval_args, rel(config)],
                        [sys.executable, "-m", "sgm.consumers.cli", *eval_args, str(config), "--json", str(eval_json)],
@@ -396,7 +399,7 @@ def is_fw(ours: dict) -> bool:
 
 def peer_summary(results: list[dict]) -> list[str]:
     """Issue 19: the dev-chosen configuration against every tuned peer, and against the dev-chosen one among
-    the candidates without fw (today's model before the issue), with what each costs (same run)."""
+    the candidates without fw (today's model before the issue), with what each costs."""
     rows = [r for r in results if r["entry"].mode == "split"]
     if not rows or not any(is_fw(o) for r in rows for o in r["ours"]):
         return []
@@ -449,7 +452,8 @@ def peer_summary(results: list[dict]) -> list[str]:
     svc = avg(mean.get("linear_svc", []))
     lines += ["", "Goal (issue 19): ahead of LinearSVC on the mean over r8, r52, webkb (mean RER > 0): "
               + ("–" if svc is None else f"{pct(svc)}, **{'reached' if svc > 0 else 'not reached'}**") + ".", "",
-              "Cost of the choice (single-core docs/s inside the model's learn and score calls, same run; "
+              "Cost of the choice (single-core docs/s inside the model's learn and score calls, each from its own `sgm eval` "
+              "step: after a `--resume` the two may come from runs at different loads; "
               "learn: the training split in one batch, score: the test split):", "",
               "| dataset | ours | learn docs/s | score docs/s | before fw | learn docs/s | score docs/s |",
               "|---|---|---|---|---|---|---|", *cost, ""]
@@ -481,7 +485,7 @@ def pool_choice(chosen: dict, candidate: Candidate) -> str:
 
 def ensemble_summary(results: list[dict]) -> list[str]:
     """Issue 19: the dev-fitted ensemble against the dev-chosen single model (today's best) and every tuned
-    peer, with what each costs in the same run (must-show 3)."""
+    peer, with what each costs (must-show 3)."""
     rows = [(r, next(o for o in r["ours"] if o["candidate"].bases)) for r in results
             if r["entry"].mode == "split" and any(o["candidate"].bases for o in r["ours"])]
     if not rows:
@@ -522,7 +526,8 @@ def ensemble_summary(results: list[dict]) -> list[str]:
                     f"{ens['summary']['search_seconds']:.0f} s |")
     lines += ["| **mean r8, r52, webkb** | | | | | | | | " + " | ".join(
         f"| **{pct(sum(mean[key]) / len(mean[key])) if mean.get(key) else '–'}**" for key, _ in names) + " |", "",
-              "Cost (single-core docs/s inside learn and score calls, same run; the ensemble learns and scores with "
+              "Cost (single-core docs/s inside learn and score calls, each from its own `sgm eval` step as above; the "
+              "ensemble learns and scores with "
               "every base) and the pool's fit (`sgm ensemble`, on top of the bases' own searches):", "",
               "| dataset | ensemble learn docs/s | score docs/s | single (dev-chosen) | learn docs/s | score docs/s | "
               "pool fit |", "|---|---|---|---|---|---|---|", *cost, ""]

@@ -11,8 +11,12 @@ that dataset only; ``--merge`` puts its parts into the existing page instead:
 * its notes in "## Where tuning did not carry over" replace the dataset's;
 * the "Generated ..." line says which datasets were regenerated when.
 
-Datasets whose scores feed a mean of the page (:data:`MEAN_DATASETS`) are refused: their rerun changes
-rows it does not write. Everything else of the page stays as generated before.
+Datasets whose scores feed a mean of the page (:data:`MEAN_DATASETS`) are merged only all together: the
+page's means (the tables' ``**mean ...`` rows) and the sentences that state them (:data:`MEAN_LINES`) are
+computed from exactly those datasets, so a rerun of all of them writes them anew, while a rerun of one
+would leave them stale (refused). A rerun of all three need not run every candidate again:
+``python -m bench.results_seed`` rebuilds their work folder from the page, and ``--resume`` then runs
+only what is missing. Everything else of the page stays as generated before.
 
 >>> old = "# Results\\n\\nGenerated 2026-11-26 by x.\\n\\n## Table\\n\\n| dataset | score |\\n|---|---|\\n" \\
 ...       "| r8 | 0.9 |\\n| reuters21578 | 0.8 |\\n\\n## Per dataset\\n\\n### reuters21578 — split\\n\\nold\\n"
@@ -43,6 +47,10 @@ import re
 
 #: Datasets behind the page's means (the split and topic-set tables): a rerun of one changes the means.
 MEAN_DATASETS = frozenset({"r8", "r52", "webkb"})
+#: The sentences of the summaries that state those means (replaced with the means, by their first words).
+MEAN_LINES = ("Target (issue 5;", "Goal (issue 19):")
+#: A table's mean row: its first word.
+_MEAN = "**mean"
 
 _PER_DATASET = "## Per dataset"
 _NOTES = "## Where tuning did not carry over"
@@ -56,7 +64,8 @@ class MergeError(ValueError):
 def _key(row: str) -> str:
     """A table row's dataset: the first word of its first cell (``spamassassin (ts order)`` -> spamassassin)."""
     cell = row.strip().strip("|").split("|")[0].strip()
-    return cell.split(" ")[0] if cell else ""
+    key = cell.split(" ")[0] if cell else ""
+    return _MEAN if key.startswith(_MEAN) else key  # "**mean**", "**mean r8, r52, webkb**"
 
 
 def _tables(lines: list[str], end: int) -> dict[tuple[str, str], tuple[int, int]]:
@@ -98,14 +107,17 @@ def check_mergeable(datasets: set[str] | None) -> None:
     if not datasets:
         raise MergeError("needs --only: the datasets to rerun")
     refused = sorted(set(datasets) & MEAN_DATASETS)
-    if refused:
-        raise MergeError(f"{', '.join(refused)} feed the page's means: regenerate the whole page")
+    if refused and not MEAN_DATASETS <= set(datasets):
+        raise MergeError(f"{', '.join(refused)} feed the page's means: rerun {', '.join(sorted(MEAN_DATASETS))} "
+                         "together (python -m bench.results_seed rebuilds their work folder from the page)")
 
 
 def merge_page(old: str, new: str, datasets: set[str], when: str) -> str:
     """``old`` with the parts of ``datasets`` taken from ``new`` (a page of those datasets only)."""
     check_mergeable(datasets)
     page, part = old.splitlines(), new.splitlines()
+    means = MEAN_DATASETS <= set(datasets)  # the rerun holds every dataset behind the means: they come with it
+    keys = set(datasets) | ({_MEAN} if means else set())
     # the per-dataset sections, replaced whole
     sections = _sections(page)
     for heading, (start, stop) in _sections(part).items():
@@ -120,7 +132,7 @@ def merge_page(old: str, new: str, datasets: set[str], when: str) -> str:
     # the summary tables' rows, by table and dataset
     tables = _tables(page, _index(page, _PER_DATASET))
     for where, (start, stop) in _tables(part, _index(part, _PER_DATASET)).items():
-        rows = [row for row in part[start + 2:stop] if _key(row) in datasets]
+        rows = [row for row in part[start + 2:stop] if _key(row) in keys]
         if where not in tables:
             if rows:
                 raise MergeError(f"the page has no table {where[1]!r} under {where[0]!r}: regenerate the whole page")
@@ -129,16 +141,23 @@ def merge_page(old: str, new: str, datasets: set[str], when: str) -> str:
         body, placed = [], set()
         for kept in page[old_start + 2:old_stop]:
             key = _key(kept)
-            if key not in datasets:
+            if key not in keys:
                 body.append(kept)
             elif key not in placed:  # the dataset's new rows at its old rows' place
                 body += [row for row in rows if _key(row) == key]
                 placed.add(key)
         left = [row for row in rows if _key(row) not in placed]  # new rows: before the mean row
-        at = next((i for i, kept in enumerate(body) if kept.startswith("| **mean")), len(body))
+        at = next((i for i, kept in enumerate(body) if _key(kept) == _MEAN), len(body))
         body[at:at] = left
         page[old_start + 2:old_stop] = body
         tables = _tables(page, _index(page, _PER_DATASET))
+    # the sentences that state the means
+    if means:
+        for prefix in MEAN_LINES:
+            given = [line for line in part[:_index(part, _PER_DATASET)] if line.startswith(prefix)]
+            at = [i for i, line in enumerate(page[:_index(page, _PER_DATASET)]) if line.startswith(prefix)]
+            if given and at:
+                page[at[0]] = given[0]
     # the notes of tuning that did not carry over
     if _NOTES in page:
         notes = [line for line in part[_index(part, _NOTES):] if line.startswith("- ") and _key(line[2:]) in datasets]

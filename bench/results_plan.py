@@ -60,21 +60,28 @@ TDM_BINARY_CANDIDATES = (Candidate("tdm_uc_jm_dp_kpd_kdp_fw", ("--ngrams", "2", 
 #: Issue 19: character n-grams (3-5) of the words instead of words, a feature set of its own for the pool (alone it is
 #: below the word models; beside them, bench/topic_levers.py's char-mix gained +0.17-0.20 points of r52's CV and +0.29 of r8's).
 CHAR_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_ps", ("--char-ngrams", "3-5")),)
+#: Issue 19, the tied term weights (the tw affix, model/tied_weights.py: one factor per term, learned online by AdaGrad
+#: before each document is counted) on top of the tuned fw +bigrams candidate: only tw_eta is searched (3x8, log scale
+#: 0.25..8), from that candidate's tuned configuration (bench/topic_levers_online.py measured the lever: eta 2 chosen).
+TW_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_tw_ps", ("--ngrams", "2"), search=(3, 8),
+                           start_from="uc_pd_jm_dp_fw_ps-bigrams", params=("tw_eta",)),)
 #: Issue 19: a log-linear pool of tuned candidates with different smoothing, weighting and features (the research's
-#: ensembles), fitted on dev data by ``sgm ensemble``.
+#: ensembles), fitted on dev data by ``sgm ensemble``; the tw candidate joined the topic sets' pools on 2026-11-28.
 ENSEMBLE_BASES = ("uc_pd_jm_dp_fw_ps-bigrams", "uc_pd_jm_dp_fw_ps-bigrams-binary", "tdm_uc_jm_dp_kpd_kdp")
 ENSEMBLE = Candidate("ensemble", bases=ENSEMBLE_BASES + ("tdm_uc_jm_dp_kpd_kdp_fw-bigrams-binary", "uc_pd_dp_tXiX_ps",
-                                                         "uc_pd_jm_dp_fw_ps-chars"))
+                                                         "uc_pd_jm_dp_fw_ps-chars", TW_CANDIDATES[0].stem))
 ENSEMBLE_R52 = Candidate("ensemble", bases=ENSEMBLE_BASES + ("tdm_uc_jm_dp_kpd_kdp_fw-bigrams-binary", "uc_pd_jm_dp_fw_ps",
-                                                             "uc_pd_jm_dp_fw_ps-chars"))
+                                                             "uc_pd_jm_dp_fw_ps-chars", TW_CANDIDATES[0].stem))
 #: Issue 19, the thesis's LSHTC4 model-based feedback (the fb affix, :mod:`model.feedback`) on top of the tuned fw
 #: +bigrams candidate: a second pass with the top labels' words mixed in; only its three numbers are searched
 #: (3x8), from that candidate's tuned configuration.
 FB_CANDIDATES = (Candidate("uc_pd_jm_dp_fw_fb_ps", ("--ngrams", "2"), search=(3, 8),
                            start_from="uc_pd_jm_dp_fw_ps-bigrams", params=("fb_lambda", "fb_labels", "fb_terms")),)
 #: Issue 19: reuters21578's pool of every tuned candidate of its entry (label-powerset bases; the pool outputs the
-#: pooled arg-max label set), fitted on the entry's dev data by ``sgm ensemble``, which keeps the bases that help there.
-ENSEMBLE_REUTERS = Candidate("ensemble", bases=tuple(c.stem for c in SPLIT_CANDIDATES + FW_CANDIDATES + CHAR_CANDIDATES))
+#: pooled arg-max label set), fitted on the entry's dev data by ``sgm ensemble``, which keeps the bases that help there
+#: (with the tw candidate among them, 2026-11-28: that base alone).
+ENSEMBLE_REUTERS = Candidate("ensemble", bases=tuple(c.stem for c in SPLIT_CANDIDATES + FW_CANDIDATES + TW_CANDIDATES
+                                                    + CHAR_CANDIDATES))
 #: Spam streams: raw counts, and word bigrams with linear (fast to update) or Pitman-Yor smoothing; each tuned
 #: for dev ROC AUC (the entries' ``objective``), the measure the page reports.
 STREAM_CANDIDATES = (Candidate("uc_pd_jm_dp_ps"), Candidate("uc_jm_dp_ps", ("--ngrams", "2")),
@@ -138,16 +145,17 @@ class Entry:
 #: each tuned configuration (``choose_folds``; :mod:`bench.results_choice`).
 PLAN: tuple[Entry, ...] = (
     Entry("r8", "split", (6, 12), choose_folds=5, note="standard split (Cardoso-Cachopo)",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES
-          + CHAR_CANDIDATES + (ENSEMBLE,)),
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + TW_CANDIDATES + BINARY_CANDIDATES
+          + TDM_BINARY_CANDIDATES + CHAR_CANDIDATES + (ENSEMBLE,)),
     Entry("r52", "split", (6, 12), choose_folds=5, note="standard split",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES
-          + CHAR_CANDIDATES + (ENSEMBLE_R52,)),
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + TW_CANDIDATES + BINARY_CANDIDATES
+          + TDM_BINARY_CANDIDATES + CHAR_CANDIDATES + (ENSEMBLE_R52,)),
     Entry("webkb", "split", (6, 12), choose_folds=5, note="standard split",
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + BINARY_CANDIDATES + TDM_BINARY_CANDIDATES
-          + CHAR_CANDIDATES + (ENSEMBLE,)),
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + FB_CANDIDATES + TW_CANDIDATES + BINARY_CANDIDATES
+          + TDM_BINARY_CANDIDATES + CHAR_CANDIDATES + (ENSEMBLE,)),
     Entry("reuters21578", "split", (6, 12),
-          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + CHAR_CANDIDATES + (ENSEMBLE_REUTERS,), label_rule=True,
+          candidates=SPLIT_CANDIDATES + FW_CANDIDATES + TW_CANDIDATES + CHAR_CANDIDATES + (ENSEMBLE_REUTERS,),
+          label_rule=True,
           note="ModApte split, stories with at least one topic (7,775 train / 3,019 test); multi-label as label "
                "powerset, each candidate's output rule (arg-max label set or a threshold on label marginals) chosen "
                "on its dev data; the headline measure is Micro-F1"),
