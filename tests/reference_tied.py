@@ -9,8 +9,9 @@ over the dense table of the live documents as they are BEFORE the document is le
     x_n   = the document's query weights over known terms (TF-IDF, times fw's g(n)), as scoring computes them
     A     = the active classes, Y' = (the document's class keys) ∩ A; no step if x is empty or Y' is
     p(l|d) = normalized exp(theta log p(l) + sum_n x_n s_n log p_l(n)) over A  (the current s)
-    G_n   = x_n (mean_{y in Y'} log p_y(n) - sum_l p(l|d) log p_l(n))
-    per term: total += s (t - last); (then t += 1 once); q += G^2; s = max(0, s + eta G / sqrt(max(q, 1e-300)));
+    G_n   = x_n mean_{y in Y'} sum_{l != y} p(l|d) (log p_y(n) - log p_l(n))
+            (= x_n (mean_y log p_y(n) - sum_l p(l|d) log p_l(n)), summed so that each part is small when p_y is near 1)
+    per term: total += s (t - last); (then t += 1 once); q += G^2; s = max(0, s + eta G / (sqrt(q) + 1e-8));
               total += s; last = t
 
 Scoring multiplies each scored weight (after fw) by ``sbar_n = (total + s (t - last)) / max(t, 1)`` (1 for a
@@ -37,14 +38,17 @@ class TermState:
 @dataclass
 class TiedReference(DenseReference):
     eta: float = 2.0
+    #: added to AdaGrad's root (the model's ADAGRAD_EPS); 0 for the bench oracle, which has none
+    adagrad_eps: float = 1e-8
     terms: dict[str, TermState] = field(default_factory=dict)
     t: int = 0
     #: every step taken: (term names in step order, their gradients), for tests that look at the sequence
     steps: list = field(default_factory=list)
     #: How much rounding can move the factors: the largest, over the steps so far and their terms, of
-    #: ``eta |w_n| (max_l |log p_l(n)| + 30) / sqrt(q_n)`` (q_n after the step; w_n the weight before fw). A
-    #: step moves ``s_n`` by ``eta G_n / sqrt(q_n)``, and an implementation errs ``G_n`` by a few ulps of the terms
-    #: it is a difference of (``log p_l(n)``, or its parts ``log a_l`` and ``log p_b(n)``, hence the 30), times
+    #: ``eta |w_n| (max_l |log p_l(n)| + 30) P / (sqrt(q_n) + 1e-8)`` (q_n after the step; w_n the weight before fw;
+    #: P the posterior mass of the labels other than the document's). A step moves ``s_n`` by
+    #: ``eta G_n / (sqrt(q_n) + 1e-8)``, and an implementation errs ``G_n`` by a few ulps of its parts, each a
+    #: ``p(l|d)`` (l != y) times a difference of ``log p_l(n)`` (or of its parts ``log a_l`` and ``log p_b(n)``, hence the 30), times
     #: ``w_n``: fw's ``g(n)`` errs by ulps of 1, not of itself (a term spread evenly has g ~ 1e-16 or 0 with
     #: eps = 0). So ``1e-15 * sensitivity`` bounds the rounding in ``s``. It is infinite when G_n = 0 exactly here but the terms are not: AdaGrad's first
     #: step of a term is ``eta`` times the sign of ``G_n``, so the sign of rounding noise decides it. (With one
@@ -96,20 +100,22 @@ class TiedReference(DenseReference):
         post = {c: math.exp(v) for c, v in log_post.items()}
         gradients = {}
         for n, w in x.items():
-            expected = sum(post[c] * table[c][n] for c in post)
-            target = sum(table[y][n] for y in chosen) / len(chosen)
-            gradients[n] = w * (target - expected)
+            total = sum(sum(post[c] * (table[y][n] - table[c][n]) for c in post if c != y) for y in chosen)
+            gradients[n] = w * total / len(chosen)
+        # the other labels' posterior mass: G errs by ulps of its parts, each a p(l|d) (l != y) times a log-probability
+        others = sum(sum(post[c] for c in post if c != y) for y in chosen) / len(chosen)
         before = self.t
         self.t += 1
         for n, g in gradients.items():
             state = self.terms.setdefault(n, TermState())
-            scale = self.eta * abs(weights[n]) * (max(abs(table[c][n]) for c in table) + 30.0)
-            root = math.sqrt(state.q + g * g)
+            scale = self.eta * abs(weights[n]) * (max(abs(table[c][n]) for c in table) + 30.0) * others
+            root = math.sqrt(state.q + g * g) + self.adagrad_eps
             if scale > 0 and len(table) > 1:  # one active class: p = 1 and G = 0, exactly
                 self.sensitivity = max(self.sensitivity, scale / root if root > 0 else math.inf)
             state.total += state.s * (before - state.last)
             state.q += g * g
-            state.s = max(0.0, state.s + self.eta * g / math.sqrt(max(state.q, 1e-300)))
+            denominator = math.sqrt(state.q) + self.adagrad_eps
+            state.s = max(0.0, state.s + (self.eta * g / denominator if denominator > 0 else 0.0))
             state.total += state.s
             state.last = self.t
         self.steps.append((list(gradients), list(gradients.values())))

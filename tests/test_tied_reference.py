@@ -49,7 +49,7 @@ def test_reference_steps_equal_the_bench_oracle(config, seed):
     spec, params, half_life = config
     eta = [2.0, 0.5][seed]
     plain = MNB(spec, half_life=half_life, **params)
-    reference = TiedReference(plain.spec, dict(plain.params), half_life, "per_label", eta=eta)
+    reference = TiedReference(plain.spec, dict(plain.params), half_life, "per_label", eta=eta, adagrad_eps=0.0)
     folds = types.SimpleNamespace(labels=LABELS)  # all term_block reads of its folds
     index: dict[str, int] = {}
     s, df, squares = np.ones(0), np.zeros(0), np.zeros(0)
