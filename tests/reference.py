@@ -40,6 +40,7 @@ class DenseReference(ReferenceDocuments):
             if set(old.classes) == set(classes):
                 return
             del self.docs[doc_id]
+        self.before_counting(raw, classes, replaced=old is not None)
         t = ts if ts is not None else (self.now if self.now is not None else 0.0)
         self.now = t if self.now is None else max(self.now, t)
         doc = RefDoc(classes, dict(raw), dict(raw), t)
@@ -47,6 +48,9 @@ class DenseReference(ReferenceDocuments):
         if self.weighting and not self.weighting.startswith("qidf"):
             total, per_term = self.doc_frequencies()  # counts the new document too
             doc.weights = self.tfidf(raw, total, per_term)
+
+    def before_counting(self, raw: dict[str, float], classes, replaced: bool) -> None:
+        """Called when a document is about to be counted (after an old version of it, ``replaced``, left)."""
 
     def forget(self, doc_id: str) -> None:
         self.docs.pop(doc_id, None)

@@ -120,16 +120,12 @@ class TiedReference(DenseReference):
             state.last = self.t
         self.steps.append((list(gradients), list(gradients.values())))
 
-    def learn(self, raw: dict[str, float], labels, ts: float | None, doc_id: str) -> None:
-        classes = self.classes_of(labels)
-        old = self.docs.get(doc_id)
-        if old is not None:
-            if set(old.classes) == set(classes):
-                return
-            del self.docs[doc_id]
+    def before_counting(self, raw: dict[str, float], classes, replaced: bool) -> None:
+        """The step, on the model without the document (an old version of it has just left: its terms held by no
+        other document are released first, as the model releases their ids)."""
+        if replaced:
             self.release_terms()
         self.step(raw, classes)
-        super().learn(raw, labels, ts, doc_id)
 
     def forget(self, doc_id: str) -> None:
         super().forget(doc_id)

@@ -29,10 +29,9 @@ from hypothesis import strategies as st
 
 from sgm.model import MNB, TDM, LearnGuardError
 from sgm.model.spec import SpecError, parse_spec
-from tests.reference import as_array
 from tests.reference_documents import apply_removal
 from tests.reference_tied import TiedReference
-from tests.test_mnb_exact import LABELS, VOCAB, WEIGHTINGS, configs, documents, label_sets
+from tests.test_mnb_exact import LABELS, VOCAB, WEIGHTINGS, check, configs, documents, label_sets
 
 TOLERANCE = 1e-9  # log posteriors, as tests/test_mnb_exact.py
 FACTOR_TOLERANCE = 1e-10  # averaged factors (absolute)
@@ -112,14 +111,8 @@ def check_factors(model: MNB, reference: TiedReference) -> None:
 
 
 def check_scores(model: MNB, reference: TiedReference, queries) -> None:
-    if not model.state.docs:
-        assert not reference.docs
-        return
-    classes, log_post = model.predict_log_proba_many(queries)
-    for query, row in zip(queries, log_post):
-        expected = as_array(reference.log_posterior(query), classes, reference.multilabel)
-        slack = reference.query_mass(query) * factor_tolerance(reference)
-        np.testing.assert_allclose(row, expected, rtol=0, atol=TOLERANCE + slack)
+    """The log posteriors against the reference's, to TOLERANCE plus what the factors' rounding can move."""
+    check(model, reference, queries, slack=lambda query: reference.query_mass(query) * factor_tolerance(reference))
 
 
 def counted(doc) -> dict[str, float]:
@@ -231,14 +224,19 @@ def test_learn_many_equals_learn_one_bit_for_bit(config, items, cuts, sequential
         batched.learn_many([c[0] for c in chunk], [c[1] for c in chunk], [c[2] for c in chunk],
                            [c[3] for c in chunk], sequential=sequential)
         at, cut = at + len(chunk), cut + 1
-    assert batched.tied_steps == one.tied_steps
-    assert batched.tied_term_weights() == one.tied_term_weights()
-    assert batched.checksum() == one.checksum()
-    if one.state.docs:
-        names_a, a = one.predict_log_proba_many(queries)
-        names_b, b = batched.predict_log_proba_many(queries)
-        assert names_a == names_b
-        np.testing.assert_array_equal(a, b)
+    assert_same_model(batched, one, queries)
+
+
+def assert_same_model(got: MNB, want: MNB, queries) -> None:
+    """``got`` has ``want``'s checksum, step count, factors and posteriors of ``queries``, bit for bit."""
+    assert got.checksum() == want.checksum()
+    assert got.tied_steps == want.tied_steps
+    assert got.tied_term_weights() == want.tied_term_weights()
+    if want.state.docs:
+        names_want, want_post = want.predict_log_proba_many(queries)
+        names_got, got_post = got.predict_log_proba_many(queries)
+        assert names_got == names_want
+        np.testing.assert_array_equal(got_post, want_post)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -250,14 +248,7 @@ def test_snapshot_restore_scores_identically_and_keeps_learning(config, start, b
     config = without_kn(config)
     model, reference = replay(config, start + before, queries, check_every=False)
     restored = MNB.from_bytes(model.to_bytes())
-    assert restored.checksum() == model.checksum()
-    assert restored.tied_steps == model.tied_steps
-    assert restored.tied_term_weights() == model.tied_term_weights()
-    if model.state.docs:
-        names_a, a = model.predict_log_proba_many(queries)
-        names_b, b = restored.predict_log_proba_many(queries)
-        assert names_a == names_b
-        np.testing.assert_array_equal(a, b)
+    assert_same_model(restored, model, queries)
     for op in after:
         if op[0] == "score":
             continue
