@@ -76,11 +76,8 @@ def term_class_weights(state, terms: np.ndarray, gamma: float, kappa: float, eps
     loop (:func:`model.loops.class_weights.entropy_weights`), one pass over the postings of the distinct terms."""
     if not len(terms):
         return np.ones(0)
-    scale = state.clock.scale()
-    n = state.classes.capacity
-    class_mass = np.zeros(n)
-    active = state.active_classes()
-    class_mass[active] = state.cls_mass.get(active) * scale
+    scale, class_mass = _scaled_class_mass(state)
+    n = len(class_mass)
     live = class_mass > 0
     n_live = int(live.sum())
     if n_live < 2:
@@ -103,14 +100,19 @@ def term_class_weights_numpy(state, terms: np.ndarray, gamma: float, kappa: floa
     if not len(terms):
         return np.ones(0)
     unique, inverse = np.unique(terms, return_inverse=True)
-    scale = state.clock.scale()
-    n = state.classes.capacity
-    class_mass = np.zeros(n)
-    active = state.active_classes()
-    class_mass[active] = state.cls_mass.get(active) * scale
+    scale, class_mass = _scaled_class_mass(state)
     index, lengths = state.arena.ranges(unique)
     posting_term = np.repeat(np.arange(len(unique)), lengths)
     posting_class = state.arena.cls[index].astype(np.int64)
     posting_count = state.ent_count.get(state.arena.slot[index]) * scale
     g = class_entropy_weights(class_mass, posting_term, posting_class, posting_count, len(unique), gamma, kappa, eps)
     return g[inverse]
+
+
+def _scaled_class_mass(state) -> tuple[float, np.ndarray]:
+    """The decay scale and ``C(l)`` of every class id in true units (0 for classes without documents)."""
+    scale = state.clock.scale()
+    class_mass = np.zeros(state.classes.capacity)
+    active = state.active_classes()
+    class_mass[active] = state.cls_mass.get(active) * scale
+    return scale, class_mass

@@ -82,12 +82,12 @@ class TiedTermWeights:
 
     __slots__ = ("eta", "s", "squares", "total", "last", "steps")
 
-    def __init__(self, eta: float, capacity: int = 0) -> None:
+    def __init__(self, eta: float) -> None:
         self.eta = float(eta)
-        self.s = np.ones(capacity)
-        self.squares = np.zeros(capacity)  # sum of squared gradients per term (AdaGrad)
-        self.total = np.zeros(capacity)  # sum of s over the steps up to last[n]
-        self.last = np.zeros(capacity, dtype=np.int64)  # the step count when total[n] was brought up to date
+        self.s = np.ones(0)
+        self.squares = np.zeros(0)  # sum of squared gradients per term (AdaGrad)
+        self.total = np.zeros(0)  # sum of s over the steps up to last[n]
+        self.last = np.zeros(0, dtype=np.int64)  # the step count when total[n] was brought up to date
         self.steps = 0  # steps taken (documents that moved the factors)
 
     @classmethod
@@ -189,9 +189,9 @@ class TiedTermWeights:
         """``extra`` with the step count (meta ``tied_steps``) and the per-term arrays over ``state``'s term ids."""
         capacity = state.terms.capacity
         self.reserve(capacity)
-        arrays = {"tw_s": self.s, "tw_squares": self.squares, "tw_total": self.total, "tw_last": self.last}
+        arrays = (self.s, self.squares, self.total, self.last)  # in ARRAYS' order
         return ExtraState({**extra.meta, "tied_steps": self.steps}, extra.per_document,
-                          {**extra.per_term, **{name: array[:capacity] for name, array in arrays.items()}})
+                          {**extra.per_term, **{name: array[:capacity] for name, array in zip(ARRAYS, arrays)}})
 
     def restore_extra_state(self, extra: ExtraState, state: "CountState") -> None:
         """Take :meth:`extra_state` back (:class:`~model.persistence.SnapshotError` if it does not fit ``state``)."""
