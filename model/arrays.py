@@ -188,6 +188,20 @@ def exact_partials(values) -> list[float]:
     return [p for p in partials if p]
 
 
+def canonical_expansion(values: list[float]) -> list[float]:
+    """The exact sum of ``values`` as its greedy expansion: the correctly rounded sum, then the correctly
+    rounded remainder, ... (unique for a given exact value; empty when it is 0).
+
+    >>> canonical_expansion([2.0 ** -80, 1.0, -(2.0 ** -80)]), canonical_expansion([1e-300, -1e-300])
+    ([1.0], [])
+    """
+    rest, out = list(values), []
+    while (value := math.fsum(rest)) != 0.0:
+        out.append(value)
+        rest.append(-value)
+    return out
+
+
 class SpillBuffer:
     """Scratch arrays the compiled exact additions write their residuals to (drained after every call)."""
 
@@ -276,6 +290,8 @@ class ExactArray(CompensatedArray):
             extra.append(r)
             if len(extra) > _SPILL_MERGE_AT:
                 self._merge(j)
+        if j in self.spill:
+            self._settle_one(j)
 
     def add(self, index, values, distinct: bool = True) -> None:
         """Add ``values`` at ``index`` in order, exactly (repeated indices accumulate)."""
@@ -286,18 +302,54 @@ class ExactArray(CompensatedArray):
             values = (np.full(len(index), values, dtype=np.float64) if np.ndim(values) == 0
                       else np.asarray(values, dtype=np.float64))
         exact_add_many(self.hi, self.lo, index, values, *SPILL.reserve(len(index)))
-        self.take_spill(SPILL)
+        self.take_spill(SPILL, index)
 
-    def take_spill(self, buffer: SpillBuffer) -> None:
-        """Keep the residuals a compiled exact loop left in ``buffer``."""
+    def take_spill(self, buffer: SpillBuffer, touched: np.ndarray | None = None) -> None:
+        """Keep the residuals a compiled exact loop left in ``buffer``, then :meth:`settle` the indices the loop
+        changed (``touched``; ``None``: any)."""
         count = int(buffer.count[0])
-        if not count:
-            return
         for j, r in zip(buffer.index[:count].tolist(), buffer.value[:count].tolist()):
             extra = self.spill.setdefault(j, [])
             extra.append(r)
             if len(extra) > _SPILL_MERGE_AT:
                 self._merge(j)
+        if self.spill:
+            self.settle(touched)
+
+    def settle(self, touched: np.ndarray | None = None) -> None:
+        """Make ``hi + lo`` the correctly rounded exact sum wherever residuals are kept (of ``touched``, or all).
+
+        The compiled readers (class terms, posting weights) read ``hi + lo`` alone. Without residuals that is
+        the exact sum, rounded once; with them an addition that leaves no residual can still leave a pair
+        that cancels, e.g. ``hi = -2^-52, lo = 2^-52`` beside a residual ``3e-33``: the readers would see 0
+        for a positive mass and divide by it. A settled element holds the rounded value in ``hi``, 0 in
+        ``lo`` and the exact rest in its residuals.
+
+        >>> sums = ExactArray(1)
+        >>> sums.hi[0], sums.lo[0], sums.spill[0] = -2.0 ** -52, 2.0 ** -52, [3e-33]
+        >>> sums.settle()
+        >>> float(sums.hi[0] + sums.lo[0]), sums.spill
+        (3e-33, {})
+        """
+        spill = self.spill
+        if touched is None or len(spill) <= len(touched):
+            candidates = list(spill)
+        else:
+            candidates = [j for j in set(np.asarray(touched).tolist()) if j in spill]
+        for j in candidates:
+            self._settle_one(j)
+
+    def _settle_one(self, j: int) -> None:
+        hi, lo, extra = float(self.hi[j]), float(self.lo[j]), self.spill[j]
+        value = math.fsum([hi, lo, *extra])
+        if hi + lo == value:
+            return
+        rest = canonical_expansion([hi, lo, *extra, -value])
+        self.hi[j], self.lo[j] = value, 0.0
+        if rest:
+            self.spill[j] = rest
+        else:
+            del self.spill[j]
 
     def _merge(self, j: int) -> None:
         """Rewrite ``j`` as its shortest exact form: the largest two partials in hi, lo, the rest as residuals."""
@@ -323,6 +375,8 @@ class ExactArray(CompensatedArray):
         super().ldexp(exponent, size)
         for extra in self.spill.values():
             extra[:] = [math.ldexp(r, exponent) for r in extra]
+        if self.spill:
+            self.settle()  # scaling is exact unless it reaches subnormals, which can part hi + lo from the rest
 
 
 class ExactSum(CompensatedSum):

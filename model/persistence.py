@@ -42,7 +42,7 @@ import numpy as np
 from .decay import DecayClock
 from .factory import build_model, family_class, model_config
 from .arena import TermArena
-from .arrays import CompensatedArray, ExactArray, ExactSum
+from .arrays import CompensatedArray, ExactArray, ExactSum, canonical_expansion
 from .interner import Interner
 from .state import CountState, DocRecord
 
@@ -357,6 +357,8 @@ def load(handle: BinaryIO, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Model
         raise SnapshotError(f"snapshot is inconsistent: {exc!r}") from None
     if not matches:
         raise SnapshotError("restored model does not match the snapshot's state checksum")
+    for name in EXACT:  # a snapshot of an older version may hold unsettled pairs (after the legacy checksum)
+        getattr(model.state, name).settle()
     return model, meta.get("extra", {})
 
 
@@ -529,27 +531,13 @@ def _hashed_pairs(state: CountState, name: str, order: np.ndarray, rank: np.ndar
         for j, residuals in sums.spill.items():
             if j not in position:
                 continue
-            parts = _canonical_expansion([float(sums.hi[j]), float(sums.lo[j]), *residuals]) + [0.0, 0.0]
+            parts = canonical_expansion([float(sums.hi[j]), float(sums.lo[j]), *residuals]) + [0.0, 0.0]
             s[position[j]], e[position[j]] = parts[0], parts[1]
             if len(parts) > 4:
                 extra.append([int(rank[j]), parts[2:-2]])
         if extra:
             tails[name] = sorted(extra)
     return s, e
-
-
-def _canonical_expansion(values: list[float]) -> list[float]:
-    """The exact sum of ``values`` as its greedy expansion: the correctly rounded sum, then the correctly
-    rounded remainder, ... (unique for a given exact value; empty when it is 0).
-
-    >>> _canonical_expansion([2.0 ** -80, 1.0, -(2.0 ** -80)]), _canonical_expansion([1e-300, -1e-300])
-    ([1.0], [])
-    """
-    rest, out = list(values), []
-    while (value := math.fsum(rest)) != 0.0:
-        out.append(value)
-        rest.append(-value)
-    return out
 
 
 def _restore_residuals(state: CountState, residuals: Any, sizes: dict[str, int]) -> None:
@@ -576,7 +564,7 @@ def state_checksum(model: Model, legacy: bool = False) -> str:
     every live document (id, classes, terms, weights, raw counts, decay
     factor, event time, sequence number), floats by their exact bits.
     Counters of pruned or expired documents are metrics, not content.
-    An exact total is hashed by its exact value (:func:`_canonical_expansion`
+    An exact total is hashed by its exact value (:func:`canonical_expansion`
     of its pair and residuals), not by how it is split: ``legacy=True`` hashes
     the split as snapshots written before did (the loader accepts either).
     """
@@ -620,7 +608,7 @@ def state_checksum(model: Model, legacy: bool = False) -> str:
         scalars, residuals = [], tails
         for name in TOTALS:
             total = getattr(state, name)
-            parts = _canonical_expansion([total.hi, total.lo, *total.spill]) + [0.0, 0.0]
+            parts = canonical_expansion([total.hi, total.lo, *total.spill]) + [0.0, 0.0]
             scalars.append(parts[:2])
             if len(parts) > 4:
                 residuals[name] = parts[2:-2]

@@ -341,7 +341,7 @@ class CountState:
                                      self.ent_count.lo, self.ent_refs, self.free_stack, self.term_mass.hi,
                                      self.term_mass.lo, self.cls_entries, counters, *SPILL.reserve(len(terms)),
                                      self.journal)
-            self.term_mass.take_spill(SPILL)
+            self.term_mass.take_spill(SPILL, terms)
             if status == DONE:
                 break
             if status == NEED_ENTRIES:
@@ -429,7 +429,7 @@ class CountState:
         term_factor = factor_of[owner]
         d1, d2 = count_terms(terms, term_factor, raw, self.term_df.hi, self.term_df.lo, self.term_refs, self.term_raw,
                              *SPILL.reserve(len(terms)))
-        self.term_df.take_spill(SPILL)
+        self.term_df.take_spill(SPILL, terms)
         self.n1 += d1
         self.n2 += d2
         # one (document, class) pair per class a document counts under, in document order
@@ -475,7 +475,7 @@ class CountState:
         term_factor = np.full(n_terms, factor)
         d1, d2 = count_terms(terms, term_factor, raw, self.term_df.hi, self.term_df.lo, self.term_refs, self.term_raw,
                              *SPILL.reserve(n_terms))
-        self.term_df.take_spill(SPILL)
+        self.term_df.take_spill(SPILL, terms)
         self.n1 += d1
         self.n2 += d2
         classes = self._class_ids(class_keys if type(class_keys) is tuple else tuple(class_keys))
@@ -638,7 +638,7 @@ class CountState:
                        self.ent_count.hi, self.ent_count.lo, self.ent_refs, self.free_stack, self.term_mass.hi,
                        self.term_mass.lo, self.cls_entries, self.cls_mass.hi, self.cls_mass.lo, counters,
                        *SPILL.reserve(n_classes * len(terms)), self.journal)
-        self.term_mass.take_spill(SPILL)
+        self.term_mass.take_spill(SPILL, terms)
         self._take_counters(counters)
         # the loop zeroed terms and classes left without entries: their residuals go with them
         if self.term_mass.spill:
