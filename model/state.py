@@ -44,7 +44,7 @@ from .decay import REBASE_AFTER_HALF_LIVES, DecayClock
 from .arena import TermArena
 from .arrays import SPILL, CompensatedArray, ExactArray, ExactSum, distinct_sorted, grow
 from .interner import Interner, encoded_characters
-from .loops.entries import DONE, NEED_ENTRIES, add_entries, count_terms, remove_entries
+from .loops.entries import DONE, JOURNAL_FILL, NEED_ENTRIES, add_entries, count_terms, remove_entries
 from .resummation import resum_totals
 
 #: Weights below this (in true units) would underflow when rescaled; such documents expire.
@@ -321,14 +321,17 @@ class CountState:
         (self.ent_used, self.free_top, self.arena.used, self.arena.garbage, self.n_vocab,
          self.journal_fill) = counters.tolist()  # Python ints in one call
 
-    def _grow_entries(self) -> None:
+    def _grow_entries(self, counters: np.ndarray) -> None:
         size = max(16, 2 * len(self.ent_refs))
         self.ent_class = grow(self.ent_class, size)
         self.ent_term = grow(self.ent_term, size)
         self.ent_count.grow(size)
         self.ent_refs = grow(self.ent_refs, size)
         self.free_stack = grow(self.free_stack, size)
+        dropped = counters[JOURNAL_FILL] > len(self.journal)
         self.journal = grow(self.journal, size // 4)  # more changes than that: a pass over every entry is as cheap
+        if dropped:  # slots past the old end were not noted: the longer journal must not pass for complete
+            counters[JOURNAL_FILL] = len(self.journal) + 1
 
     def _add_entries(self, terms: np.ndarray, classes: np.ndarray, values: np.ndarray) -> None:
         """Add ``values`` to the (term, class) entries in order, creating missing ones (compiled)."""
@@ -345,7 +348,7 @@ class CountState:
             if status == DONE:
                 break
             if status == NEED_ENTRIES:
-                self._grow_entries()
+                self._grow_entries(counters)
             else:
                 arena.grow_arena(max(16, 2 * len(arena.slot)))
         self._take_counters(counters)
