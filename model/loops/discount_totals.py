@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .sums import two_sum
+from .sums import exact_add, two_sum
 
 # meta array of the split scheme: heap size, high entries
 HEAP_SIZE, HIGH_COUNT = 0, 1
@@ -270,10 +270,12 @@ def histogram_update(changed, ent_class, ent_refs, ent_hi, ent_lo, slot_class, s
 
 @njit(cache=True, nogil=True)
 def histogram_totals(n_values, n_cells, value_of, cell_class, cell_value, cell_mult, kind, delta, scale,
-                     out):  # pragma: no cover - compiled
-    """``out[l] += sum_v m(l, v) D(v * scale)`` with ``D(x) = min(x, delta x**delta)`` (pd) or ``min(delta, x)`` (ad).
+                     out, out_lo, spill_index, spill_value, spill_count):  # pragma: no cover - compiled
+    """``out[l] + out_lo[l] += sum_v m(l, v) D(v * scale)`` exactly (residuals in the spill buffers), with
+    ``D(x) = min(x, delta x**delta)`` (pd) or ``min(delta, x)`` (ad).
 
-    Cells are summed in cell order (plain sums: every call starts afresh).
+    Exact because the cells are met in the order they were created, which follows when the state was read
+    (and a rebuild creates them in value order): a rounded sum would depend on that order in its last bits.
     """
     discount = np.empty(n_values)
     for v in range(n_values):
@@ -285,4 +287,4 @@ def histogram_totals(n_values, n_cells, value_of, cell_class, cell_value, cell_m
     for j in range(n_cells):
         m = cell_mult[j]
         if m > 0:
-            out[cell_class[j]] += m * discount[cell_value[j]]
+            exact_add(out, out_lo, cell_class[j], m * discount[cell_value[j]], spill_index, spill_value, spill_count)

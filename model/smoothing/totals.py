@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from .contract import Discount
+from ..arrays import SPILL
 from ..loops.discount_totals import (ABSOLUTE, HEAP_SIZE, HIGH_COUNT, POWER, histogram_totals, histogram_update,
                                      split_rebuild, split_totals, split_update)
 
@@ -183,11 +184,18 @@ class HistogramTotals(_Follower):
         garbage = self.meta[1] > 4 * self.live_cells + 4096
         if changed is None or garbage or not histogram_update(changed, *entries, *tables):
             self._rebuild(state)
-        out = np.zeros(max(n, 1))
+        out, out_lo = np.zeros(max(n, 1)), np.zeros(max(n, 1))
+        spill = SPILL.reserve(int(self.meta[1]))
         histogram_totals(self.meta[0], self.meta[1], self.value_of, self.cell_class, self.cell_value, self.cell_mult,
-                         self.kind, delta, scale, out)
+                         self.kind, delta, scale, out, out_lo, *spill)
         self.live_cells = int(np.count_nonzero(self.cell_mult[: self.meta[1]]))
-        return out[:n]
+        residuals: dict[int, list[float]] = {}
+        for label, r in zip(spill[0][: int(spill[2][0])].tolist(), spill[1][: int(spill[2][0])].tolist()):
+            residuals.setdefault(label, []).append(r)
+        total = out + out_lo  # the exact sum rounded once: the same whatever the cells' order
+        for label, extra in residuals.items():
+            total[label] = math.fsum([out[label], out_lo[label], *extra])
+        return total[:n]
 
     def _rebuild(self, state: "CountState") -> None:
         """Every live entry into fresh tables, sized for what the state holds."""
