@@ -610,20 +610,26 @@ class GenerativeTextModel(PosteriorPredictions):
         docs = self._readable(docs)
         state = self.state
         kind = self.spec.weighting
-        if kind is None and docs and self.tokenizer.compiled and set(map(type, docs)) == {str}:
-            # Text with raw counts: only known terms matter; tokens are looked up in compiled code.
-            owner, terms, raw = self.term_lexicon().known_terms(docs, self.tokenizer, state.arena.length)  # seen terms
-            return PreparedBatch(terms, raw, owner, len(docs))
-        all_keys, raw, lengths = batch_term_counts(docs, self.tokenizer)
-        n_docs = len(lengths)
-        terms = np.array(list(map(state.terms.ids.get, all_keys, repeat(-1))), dtype=np.int64)  # faster than fromiter
-        owner = np.repeat(np.arange(n_docs), lengths) if n_docs > 1 else np.zeros(len(terms), dtype=np.int64)
-        if kind is not None:
+        if docs and self.tokenizer.compiled and set(map(type, docs)) == {str}:
+            # Text: tokens are looked up in compiled code, only seen terms kept (= with counts under some class)
+            if kind is None:  # raw counts: unknown tokens need not be counted
+                owner, terms, raw = self.term_lexicon().known_terms(docs, self.tokenizer, state.arena.length)
+                return PreparedBatch(terms, raw, owner, len(docs))
+            owner, terms, raw, lengths = self.term_lexicon().known_terms_and_lengths(docs, self.tokenizer,
+                                                                                     state.arena.length)
+            distinct, n_docs = lengths.astype(np.float64)[owner], len(docs)
+        else:
+            distinct = None
+            all_keys, raw, lengths = batch_term_counts(docs, self.tokenizer)
+            n_docs = len(lengths)
+            terms = np.array(list(map(state.terms.ids.get, all_keys, repeat(-1))), dtype=np.int64)  # faster than fromiter
+            owner = np.repeat(np.arange(n_docs), lengths) if n_docs > 1 else np.zeros(len(terms), dtype=np.int64)
+        if kind is not None and distinct is None:
             distinct = np.asarray(lengths, dtype=np.float64)[owner]
             keep = terms >= 0
             keep[keep] = state.arena.length[terms[keep]] > 0  # seen = has counts under some class
             terms, raw, owner, distinct = terms[keep], raw[keep], owner[keep], distinct[keep]
-        else:  # compiled, one pass (the arrays are this call's own: batch_term_counts makes new ones)
+        elif kind is None:  # compiled, one pass (the arrays are this call's own: batch_term_counts makes new ones)
             n_seen = keep_seen_terms(terms, raw, owner, state.arena.length)
             terms, raw, owner = terms[:n_seen], raw[:n_seen], owner[:n_seen]
         if kind is None or not len(terms):

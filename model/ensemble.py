@@ -347,11 +347,10 @@ class Ensemble(PosteriorPredictions):
     def _word_counters(self) -> list:
         """The bases whose tokens give the word count of :data:`_WORDS` (same words, any n-grams, counts).
 
-        Only bases with raw counts: a TF-IDF base scores without its lexicon (never remembers a pass), and
-        asking it would build one, O(vocabulary), in a process that only scores (e.g. a loaded snapshot).
+        Any weighting: TF-IDF bases score text through their lexicon too (since session 12), so they remember
+        the pass as raw-count bases do.
         """
-        return [base for base in self.bases if base.spec.weighting is None and base.tokenizer.compiled  # words, not chars
-                and not base.tokenizer.binary
+        return [base for base in self.bases if base.tokenizer.compiled and not base.tokenizer.binary  # words, not chars
                 and (base.tokenizer.lowercase, base.tokenizer.max_token_length) == (_WORDS.lowercase,
                                                                                     _WORDS.max_token_length)]
 

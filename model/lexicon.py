@@ -555,14 +555,27 @@ class TermLexicon:
         if len(texts) != 1:
             return self._known(texts, tokenizer, _NO_FILTER if entries is None else entries)
         owner, terms, counts, _, _ = self._tokenized(texts, tokenizer, keep=True)
-        keep = terms >= 0
-        if entries is not None:
-            known = terms[keep]
-            seen = np.zeros(len(known), dtype=bool)
-            inside = known < len(entries)
-            seen[inside] = entries[known[inside]] > 0
-            keep[keep] = seen
+        keep = _seen(terms, entries)
         return owner[keep], terms[keep], counts[keep]
+
+    def known_terms_and_lengths(self, texts: Sequence[str], tokenizer: Tokenizer,
+                                entries: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`known_terms` and each text's number of distinct terms, known or not (TF-IDF's document
+        length). Every token is looked up (the pass learning makes), and one text's pass is remembered.
+
+        >>> from sgm.model.interner import Interner
+        >>> vocabulary = Interner()
+        >>> _ = vocabulary.add("spam")
+        >>> owner, terms, counts, lengths = TermLexicon(vocabulary).known_terms_and_lengths(
+        ...     ["spam eggs spam", "Eggs ham"], Tokenizer(), np.array([1]))
+        >>> owner.tolist(), terms.tolist(), counts.tolist(), lengths.tolist()
+        ([0], [0], [2.0], [2, 2])
+        """
+        self.sync()
+        owner, terms, counts, _, _ = self._tokenized(texts, tokenizer, keep=len(texts) == 1)
+        lengths = np.bincount(owner, minlength=len(texts))
+        keep = _seen(terms, entries)
+        return owner[keep], terms[keep], counts[keep], lengths
 
     def all_terms(self, texts: Sequence[str], tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
         """``(owner, terms, counts, new)``: every term of each text with its count, for learning.
@@ -711,6 +724,19 @@ class TermLexicon:
             return out_owner[:n], out_terms[:n], _presence(out_counts[:n], tokenizer)
         n, self.serial, text, unknown = _all_terms(*args)
         return out_owner[:n], out_terms[:n], _presence(out_counts[:n], tokenizer), text, unknown
+
+
+def _seen(terms: np.ndarray, entries: np.ndarray | None) -> np.ndarray:
+    """Which of ``terms`` (ids, or negative for a term not in the vocabulary) are known, and with ``entries``
+    (per term id) have ``entries[t] > 0``."""
+    keep = terms >= 0
+    if entries is not None:
+        known = terms[keep]
+        seen = np.zeros(len(known), dtype=bool)
+        inside = known < len(entries)
+        seen[inside] = entries[known[inside]] > 0
+        keep[keep] = seen
+    return keep
 
 
 def _presence(counts: np.ndarray, tokenizer: Tokenizer) -> np.ndarray:

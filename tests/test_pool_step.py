@@ -150,16 +150,16 @@ def test_floor_is_nan_to_num_then_maximum_bit_for_bit(values):
     assert got.tobytes() == want.tobytes()
 
 
-def test_a_tf_idf_base_is_not_asked_and_gets_no_lexicon_built_by_the_length():
-    """A TF-IDF base scores without its lexicon, so it never remembers a pass; asking it built its lexicon
-    (O(vocabulary), the interner's change log started) on a loaded pool's first scored text."""
+def test_a_tf_idf_base_scores_through_its_lexicon_and_its_pass_gives_the_length():
+    """A TF-IDF base reads text through its lexicon (which counts each text's distinct terms for TF-IDF), so
+    it remembers its pass as a raw-count base does, and the length meta-feature reads the first base's."""
     trained = Ensemble([MNB("uc_pd_dp_tXiX_ps"), MNB("uc_pd_jm_dp", beta=0.5)], np.full((2, 7), 0.5), meta=True)
     for i, text in enumerate(["cheap pills now", "lunch at noon", "cheap lunch"]):
         trained.learn_one(text, ["spam" if i % 2 == 0 else "ham"], id=str(i))
     served = Ensemble.from_bytes(trained.to_bytes())
     text = "cheap pills today"
     served.predict_log_proba_many([text])
-    assert served.bases[0].state.terms.changes is None  # no lexicon follows the TF-IDF base's vocabulary
-    assert served._word_counters() == [served.bases[1]]
-    assert served.bases[1].term_lexicon().remembered_token_count(text, Tokenizer()) == 3
-    assert served.lengths([text]).tolist() == [3.0]  # read from base 1's pass
+    assert served._word_counters() == served.bases
+    for base in served.bases:
+        assert base.term_lexicon().remembered_token_count(text, Tokenizer()) == 3
+    assert served.lengths([text]).tolist() == [3.0]  # read from base 0's pass

@@ -282,3 +282,27 @@ def test_binary_tokenizer_round_trips_and_leaves_count_configs_alone():
     assert Tokenizer().to_dict() == {"ngrams": 1, "lowercase": True, "max_token_length": 40}
     assert Tokenizer.from_dict(Tokenizer(ngrams=2, binary=True).to_dict()) == Tokenizer(ngrams=2, binary=True)
     assert term_counts("to be or not to be", Tokenizer(binary=True))[1].tolist() == [1.0, 1.0, 1.0, 1.0]
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.lists(st.tuples(ascii_heavy, st.sampled_from("pq"), st.booleans()), min_size=1, max_size=8),
+       st.sampled_from(["uc_pd_jm_dp_tXiX", "uc_pd_jm_dp_tXiX_tw", "u_jm_tXiX_fw_tw"]), st.integers(1, 2))
+def test_tfidf_text_learns_and_scores_as_its_counts(steps, spec, ngrams):
+    """TF-IDF reads each document's number of distinct terms, known or not: the compiled pass counts them
+    (a text scored, or stepped by tw, then learned reuses that pass). Text in, scored between learns, equals
+    the token Counter in, bit for bit: the same model (checksum) and the same posteriors, batched and alone."""
+    from sgm.model import MNB
+
+    tokenizer = Tokenizer(ngrams=ngrams)
+    text_model, count_model = (MNB(spec, tokenizer=Tokenizer(ngrams=ngrams)) for _ in range(2))
+    for i, (text, label, score_first) in enumerate(steps):
+        if score_first and len(text_model):
+            assert np.array_equal(text_model.predict_log_proba_many([text])[1],
+                                  count_model.predict_log_proba_many([dict(Counter(tokenizer.tokens(text)))])[1])
+        text_model.learn_one(text, label, id=str(i))
+        count_model.learn_one(dict(Counter(tokenizer.tokens(text))), label, id=str(i))
+    assert text_model.checksum() == count_model.checksum()
+    probe = [text for text, _, _ in steps] + ["a b c x ab", ""]
+    if len(count_model):
+        expected = count_model.predict_log_proba_many([dict(Counter(tokenizer.tokens(t))) for t in probe])[1]
+        assert np.array_equal(text_model.predict_log_proba_many(probe)[1], expected)
