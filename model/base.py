@@ -466,6 +466,12 @@ class GenerativeTextModel(PosteriorPredictions):
         record = self.state.docs.get(str(id))
         return None if record is None else frozenset(self._record_classes(record))
 
+    def invalidate_derived(self) -> None:
+        """Every cache is keyed by the state's epoch, the kept discount totals by the state's journal: a new epoch
+        and no journal reader make them all recompute from the counts."""
+        self.state.epoch += 1
+        self.state.journal_reader = None
+
     def __len__(self) -> int:
         """Number of live documents."""
         return self.state.n_docs

@@ -240,6 +240,10 @@ class Ensemble(PosteriorPredictions):
     def check_labels(self, labels) -> tuple[str, ...]:
         return self.bases[0].check_labels(labels)
 
+    def invalidate_derived(self) -> None:
+        for base in self.bases:
+            base.invalidate_derived()
+
     def __len__(self) -> int:
         return len(self.bases[0])
 

@@ -30,6 +30,11 @@ class PosteriorPredictions:
     (shared by the single models and :class:`model.ensemble.Ensemble`; :meth:`rank_many` also reads
     ``len(model)``, ``multilabel`` and ``label_threshold``)."""
 
+    def invalidate_derived(self) -> None:
+        """Mark every quantity derived from the counts (posting weights, class terms, kept totals) stale, so the
+        next read recomputes it: after a scoring pass that raised midway, which may have left some half
+        written. The counts are untouched. (A model without derived state has nothing to do.)"""
+
     def predict_proba_many(self, docs: Iterable) -> list[dict]:
         classes, log_post = self.predict_log_proba_many(docs)
         probs = np.exp(log_post)

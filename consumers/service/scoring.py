@@ -120,6 +120,30 @@ class Scoring:
         made, labels[:] = self.decision.decide(self.state.model, top_labels, top_p.tolist())
         return made
 
+    def score_apart(self, docs: list, k: int, exc: Exception) -> tuple[tuple[list, np.ndarray, list], dict[int, str]]:
+        """The batch's ranking when scoring it together raised: each document scored alone, after the model's
+        derived state (which the failed pass may have left half written) is marked stale. Returns the ranking
+        of the documents that scored and ``{index: why}`` of those that raised again (dead-lettered
+        ``scoring_failed``: a fault of the model, logged with its traceback, that must not stall the partition
+        by failing its batch for ever)."""
+        cfg, model = self.config, self.state.model
+        log.error("scoring raised; scoring the batch's documents one by one", exc_info=exc,
+                  extra={"documents": len(docs)})
+        model.invalidate_derived()
+        top_labels, rows, labels, failed = [], [], [], {}
+        for i, doc in enumerate(docs):
+            try:
+                names, p, chosen = model.rank_many([doc], k, cfg.label_threshold, cfg.posterior_tolerance)
+            except Exception as one:  # noqa: BLE001 - dead-lettered with its reason
+                model.invalidate_derived()
+                failed[i] = f"the model raised while scoring this document: {type(one).__name__}: {one}"[:500]
+                continue
+            top_labels += names
+            rows.append(p)
+            labels += list(chosen)
+        top_p = np.concatenate(rows) if rows else np.empty((0, 0))
+        return (top_labels, top_p, labels), failed
+
     def remember_oversized(self, exc: DeliveryError, valid: list) -> int:
         """Note the records whose outputs failed for their size alone; the batch's next scoring dead-letters them.
 
@@ -177,8 +201,19 @@ class Scoring:
         # Per document: the top-k label names, their posteriors (one array row each) and the output labels.
         # A decision needs the spam posterior whatever its rank: then every class is ranked, and cut to top_k after.
         k = cfg.top_k if self.decision is None else max(cfg.top_k, len(model.class_names()[1]))
-        top_labels, top_p, labels = (model.rank_many(docs, k, cfg.label_threshold, cfg.posterior_tolerance) if valid
-                                     else ([], np.empty((0, 0)), []))
+        if valid:
+            try:
+                top_labels, top_p, labels = model.rank_many(docs, k, cfg.label_threshold, cfg.posterior_tolerance)
+            except Exception as exc:  # noqa: BLE001 - a model fault: isolated per document below, never a crash loop
+                (top_labels, top_p, labels), failed = self.score_apart(docs, k, exc)
+                dead += [DeadLetter(reason=ApplyReason.SCORING_FAILED, detail=failed[i], value=record.value,
+                                    key=record.key, topic=record.topic, partition=record.partition,
+                                    offset=record.offset, headers=record.headers)
+                         for i, (record, _) in enumerate(valid) if i in failed]
+                keep = [i for i in range(len(valid)) if i not in failed]
+                valid, mail = [valid[i] for i in keep], [mail[i] for i in keep]
+        else:
+            top_labels, top_p, labels = [], np.empty((0, 0)), []
         decisions = None
         if self.decision is not None and valid:
             labels = list(labels)

@@ -61,6 +61,7 @@ class ApplyReason(enum.StrEnum):
     PAST_TIMESTAMP = "past_timestamp"  # a learn so far behind the model's time (decay) that it would weigh nothing
     UNFETCHABLE = "unfetchable"  # the client could not fetch the record within its limits (too large): skipped
     OUTPUT_TOO_LARGE = "output_too_large"  # the scoring record's output is larger than the producer or topic accepts
+    SCORING_FAILED = "scoring_failed"  # the model raised while scoring this document alone (a fault, isolated)
 
 
 class InvalidRecord(ValueError):
