@@ -231,8 +231,8 @@ def test_service_survives_injected_kafka_errors_without_losing_or_doubling_anyth
     assert read_meta(data)["state_checksum"] == service.model.checksum()
 
 
-def test_an_exception_inside_a_training_batch_leaves_no_half_applied_snapshot(tmp_path):
-    name = f"boom-{uuid.uuid4().hex[:8]}"
+def _fault_after_100(tmp_path, name: str):
+    """A service that learned 100 training events and snapshotted them, with the other 200 waiting."""
     cfg = memory_config(name, str(tmp_path / "state"), snapshot_every_records=10**9, snapshot_every_seconds=10**9)
     client = open_client("memory", KafkaConfig(bootstrap_servers=cfg.bootstrap_servers))
     events = [e for e in SyntheticStream(SyntheticConfig(seed=3, n_docs=300, malformed_rate=0.0)).events()
@@ -246,26 +246,52 @@ def test_an_exception_inside_a_training_batch_leaves_no_half_applied_snapshot(tm
     while service.train_offsets.get(0, 0) < 100:
         service.step()
     service.snapshot()
-    good = service.model.checksum()
     for event in events[100:]:
         producer.send(cfg.train_topic, event.value, key=event.key)
     producer.flush()
+    return cfg, client, events, service
+
+
+def test_an_exception_inside_a_training_batch_is_undone_by_reloading_the_last_snapshot(tmp_path):
+    """A fault while learning (part of the batch already in the model) that the reloaded model does not meet
+    again: the half-applied batch is undone and learned again, nothing is dead-lettered, nothing is lost."""
+    cfg, client, events, service = _fault_after_100(tmp_path, f"boom-{uuid.uuid4().hex[:8]}")
     real = service.model.learn_many
 
     def half_then_fail(docs, labels, ts=None, ids=None, **kwargs):
         real(docs[:3], labels[:3], ts[:3], ids[:3], **kwargs)  # part of the batch lands in the model ...
         raise RuntimeError("disk on fire")  # ... then something unexpected happens
 
-    service.model.learn_many = half_then_fail
-    stop = threading.Event()
+    service.model.learn_many = half_then_fail  # this model object only: the reloaded one learns as usual
+    while service.train_offsets.get(0, 0) < len(events):
+        service.step()
+    assert service.model.learn_many != half_then_fail  # reloaded
+    assert service.model.checksum() == reference_model(cfg, events).checksum()
+    service.close()
+    assert read_all(client, cfg.dlq_topic) == []
+
+
+def test_an_exception_every_learn_raises_stops_the_process_and_leaves_no_half_applied_snapshot(tmp_path, monkeypatch):
+    """A fault of the process, not of a record (every learn raises): after a few records isolated in a row it
+    stops as before, without a snapshot of a half-applied batch; a restart learns everything."""
+    cfg, client, events, service = _fault_after_100(tmp_path, f"fire-{uuid.uuid4().hex[:8]}")
+    good = service.model.checksum()
+    model_class = type(service.model)
+    real = model_class.learn_many
+
+    def half_then_fail(self, docs, labels, ts=None, ids=None, **kwargs):
+        real(self, docs[:1], labels[:1], ts[:1], ids[:1], **kwargs)
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(model_class, "learn_many", half_then_fail)
     with pytest.raises(RuntimeError, match="disk on fire"):
-        service.run(stop)
-    # close() ran, but did not snapshot the half-applied batch: a restart replays it from the last good state
+        service.run(threading.Event())
     _, data = SnapshotStore(cfg.state_dir).latest()
     from sgm.model.persistence import read_meta
 
     meta = read_meta(data)
     assert meta["state_checksum"] == good and meta["extra"]["train_offsets"] == {"0": 100}
+    monkeypatch.setattr(model_class, "learn_many", real)
     restarted = Service(cfg, client=client)
     restarted.start()
     while restarted.train_offsets.get(0, 0) < len(events):

@@ -123,6 +123,7 @@ class Service:
         self.readiness = Readiness(config, self.state, self.metrics)
         self.training_log = TrainingLog(config, self.state, self.connections)
         self.training.on_below = self._records_below_offsets
+        self.training.on_fault = self._reload_after_fault
         self.stalls = StallWatch(config, self.state, self.connections, self.metrics, self.training.skip_unfetchable)
         self.score_stalls = ScoringStallWatch(config, self.connections, self.metrics, self.scoring.skip_unfetchable,
                                               self.scoring.commit_past)
@@ -259,6 +260,18 @@ class Service:
             # the log identity too: without it a recreated topic already longer than the model goes unnoticed
             self.state.model, self.state.train_offsets, self.state.log = (restored.model, restored.train_offsets,
                                                                           restored.log)
+
+    def _reload_after_fault(self) -> None:
+        """Learning raised (Training.recover): the model may be half changed. Take the last snapshot's model and
+        offsets (an empty model at offset 0 without one) and read the training topic again from there."""
+        restored = restore(self.config, self.store, self.metrics)
+        self.state.model, self.state.train_offsets, self.state.log = (restored.model, restored.train_offsets,
+                                                                      restored.log)
+        self.checkpoint.half_applied = False  # the model and its offsets agree again
+        self.checkpoint.pending = 0
+        self.connections.replace_train_consumer(self.state.train_offsets)
+        log.warning("model reloaded from its last snapshot after a fault while learning",
+                    extra={"documents": len(self.model), "train_offsets": self.state.train_offsets})
 
     def _watch_compilation(self) -> None:
         if self.compile_log is None:

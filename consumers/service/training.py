@@ -63,6 +63,29 @@ class TrainingEvents:
     def advanced(self, record: Record) -> None:
         """``record`` was applied or rejected and its partition's offset moved past it."""
 
+    def quarantined(self, record: Record) -> str | None:
+        """Why ``record`` must not be applied (it made the model raise alone before), or ``None``."""
+        return None
+
+    def careful(self, record: Record) -> bool:
+        """Whether ``record`` is applied alone (its batch made the model raise; the culprit is being found)."""
+        return False
+
+
+#: Records in a row that may raise alone (each dead-lettered ``learn_failed``) before a fault counts as the
+#: process's, not the records' (:meth:`Training.recover` then stops the process).
+MAX_ISOLATED_IN_ROW = 3
+
+
+class LearnFault(Exception):
+    """Applying training records raised an unexpected exception (the cause): ``record`` is the one that raised
+    while applied alone, ``None`` when it was part of a batch. The model may be half changed."""
+
+    def __init__(self, record: Record | None) -> None:
+        super().__init__("applying training records raised" if record is None
+                         else f"applying the record at {record.topic}/{record.partition}@{record.offset} raised")
+        self.record = record
+
 
 def too_many_text_terms(model: GenerativeTextModel, text: str, limits: Limits) -> int | None:
     """The distinct terms of ``text`` under the model's tokenizer when over ``limits.max_terms``, else ``None``.
@@ -127,6 +150,14 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
             relabels[0] = 0
             newest.clear()
 
+    def flush_batch() -> None:
+        try:
+            flush()
+        except KafkaTransportError:
+            raise  # the broker's, retried by the caller: not a fault of the model
+        except Exception as exc:  # noqa: BLE001 - a fault of the model: which record of the batch is not known
+            raise LearnFault(None) from exc
+
     for record in records:
         partition = record.partition
         expected = offsets.get(partition, 0)
@@ -134,75 +165,90 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
             continue  # already inside the model (a redelivery): applying it again would count it twice
         if record.offset > expected:
             events.gap(record, expected)
+        why = events.quarantined(record)
+        if why is not None:  # it made the model raise alone before (Training.recover): never applied
+            flush_batch()
+            events.rejected(record, ApplyReason.LEARN_FAILED, why)
+            offsets[partition] = record.offset + 1
+            events.advanced(record)
+            continue
+        careful = events.careful(record)
         try:
-            parsed = parse_train(record.value, limits)
-        except InvalidRecord as exc:
-            events.rejected(record, exc.reason, exc.detail)
-        else:
-            ts = parsed.ts if parsed.ts is not None else (
-                record.timestamp_ms / 1000.0 if record.timestamp_ms is not None else None)
-            doc = parsed.document
-            ahead = guard.ahead(ts) if guard is not None and parsed.op is Op.LEARN else None
-            distinct = too_many_text_terms(model, parsed.text, limits) if parsed.text is not None else None
-            if parsed.raw is not None and ahead is None:  # a message caps its own terms (model/mail, max_terms)
-                doc = Message(parsed.raw)  # an unlearn is by id: the message need not be read
-                if parsed.op is Op.LEARN:  # read here, by the model's own extractor, to report the flags too
-                    read = model.read_message(doc)
-                    events.mail_read(record, read.flags)
-                    doc = read.terms
-            if ahead is not None:  # never let it move the model's clock
-                events.rejected(record, ApplyReason.FUTURE_TIMESTAMP, guard.detail(ts, ahead), parsed.id)
-            elif distinct is not None:
-                events.rejected(record, Reason.TOO_MANY_TERMS,
-                                f"text has {distinct} distinct terms, limit {limits.max_terms}", parsed.id)
-            elif parsed.op is Op.LEARN:
-                behind = None
-                if clocks and ts is not None:
-                    if pending and half_lives_behind(clocks, ts, newest[0] if newest else None) is not None:
-                        flush()  # judged against the model's real time and documents: the pending may change both
-                    behind = half_lives_behind(clocks, ts)
-                    if behind is not None and parsed.id in model:
-                        behind = None  # a relearn: the model decides (same labels: nothing; others: replaced)
-                try:  # refuse before batching: a batch must not fail midway
-                    classes = frozenset(model.check_labels(parsed.labels))
-                except ValueError as exc:
-                    events.rejected(record, ApplyReason.MODEL_REJECTED, str(exc), parsed.id)
-                else:
-                    if behind is not None:
-                        events.rejected(record, ApplyReason.PAST_TIMESTAMP, past_detail(ts, behind), parsed.id)
-                    else:
-                        held = pending_classes.get(parsed.id) or model.learned_classes(parsed.id)
-                        if held is not None and held != classes:  # a correction: the old labels are unlearned
-                            relabels[0] += 1
-                        pending_classes[parsed.id] = classes
-                        pending.append((doc, parsed.labels, ts, parsed.id))
-                        events.feedback(parsed.id, parsed.labels)
-                        if ts is not None and (not newest or ts > newest[0]):
-                            newest[:] = [ts]
+            try:
+                parsed = parse_train(record.value, limits)
+            except InvalidRecord as exc:
+                events.rejected(record, exc.reason, exc.detail)
             else:
-                flush()  # corrections apply exactly where they are in the log
-                if parsed.op is Op.FORGET:
-                    if model.forget(parsed.id):
-                        events.unlearned("forget")
-                    else:
-                        events.rejected(record, ApplyReason.UNKNOWN_ID, f"forget of {parsed.id!r}: not in the model",
-                                        parsed.id)
-                else:
-                    try:
-                        done = model.unlearn_one(doc, parsed.labels, ts=ts, id=parsed.id)
-                    except LearnGuardError as exc:
-                        events.rejected(record, ApplyReason.UNLEARN_MISMATCH, str(exc), parsed.id)
+                ts = parsed.ts if parsed.ts is not None else (
+                    record.timestamp_ms / 1000.0 if record.timestamp_ms is not None else None)
+                doc = parsed.document
+                ahead = guard.ahead(ts) if guard is not None and parsed.op is Op.LEARN else None
+                distinct = too_many_text_terms(model, parsed.text, limits) if parsed.text is not None else None
+                if parsed.raw is not None and ahead is None:  # a message caps its own terms (model/mail, max_terms)
+                    doc = Message(parsed.raw)  # an unlearn is by id: the message need not be read
+                    if parsed.op is Op.LEARN:  # read here, by the model's own extractor, to report the flags too
+                        read = model.read_message(doc)
+                        events.mail_read(record, read.flags)
+                        doc = read.terms
+                if ahead is not None:  # never let it move the model's clock
+                    events.rejected(record, ApplyReason.FUTURE_TIMESTAMP, guard.detail(ts, ahead), parsed.id)
+                elif distinct is not None:
+                    events.rejected(record, Reason.TOO_MANY_TERMS,
+                                    f"text has {distinct} distinct terms, limit {limits.max_terms}", parsed.id)
+                elif parsed.op is Op.LEARN:
+                    behind = None
+                    if clocks and ts is not None:
+                        if pending and half_lives_behind(clocks, ts, newest[0] if newest else None) is not None:
+                            flush()  # judged against the model's real time and documents: the pending may change both
+                        behind = half_lives_behind(clocks, ts)
+                        if behind is not None and parsed.id in model:
+                            behind = None  # a relearn: the model decides (same labels: nothing; others: replaced)
+                    try:  # refuse before batching: a batch must not fail midway
+                        classes = frozenset(model.check_labels(parsed.labels))
                     except ValueError as exc:
                         events.rejected(record, ApplyReason.MODEL_REJECTED, str(exc), parsed.id)
                     else:
-                        if done:
-                            events.unlearned("unlearn")
+                        if behind is not None:
+                            events.rejected(record, ApplyReason.PAST_TIMESTAMP, past_detail(ts, behind), parsed.id)
                         else:
-                            events.rejected(record, ApplyReason.UNKNOWN_ID,
-                                            f"unlearn of {parsed.id!r}: not in the model", parsed.id)
+                            held = pending_classes.get(parsed.id) or model.learned_classes(parsed.id)
+                            if held is not None and held != classes:  # a correction: the old labels are unlearned
+                                relabels[0] += 1
+                            pending_classes[parsed.id] = classes
+                            pending.append((doc, parsed.labels, ts, parsed.id))
+                            events.feedback(parsed.id, parsed.labels)
+                            if ts is not None and (not newest or ts > newest[0]):
+                                newest[:] = [ts]
+                else:
+                    flush()  # corrections apply exactly where they are in the log
+                    if parsed.op is Op.FORGET:
+                        if model.forget(parsed.id):
+                            events.unlearned("forget")
+                        else:
+                            events.rejected(record, ApplyReason.UNKNOWN_ID, f"forget of {parsed.id!r}: not in the model",
+                                            parsed.id)
+                    else:
+                        try:
+                            done = model.unlearn_one(doc, parsed.labels, ts=ts, id=parsed.id)
+                        except LearnGuardError as exc:
+                            events.rejected(record, ApplyReason.UNLEARN_MISMATCH, str(exc), parsed.id)
+                        except ValueError as exc:
+                            events.rejected(record, ApplyReason.MODEL_REJECTED, str(exc), parsed.id)
+                        else:
+                            if done:
+                                events.unlearned("unlearn")
+                            else:
+                                events.rejected(record, ApplyReason.UNKNOWN_ID,
+                                                f"unlearn of {parsed.id!r}: not in the model", parsed.id)
+            if careful:  # applied alone: a fault is this record's
+                flush()
+        except KafkaTransportError:
+            raise  # the broker's (e.g. reading a gap's log start), retried by the caller
+        except Exception as exc:  # noqa: BLE001 - a fault of the model (or of this code): the caller recovers
+            raise LearnFault(record if careful else None) from exc
         offsets[partition] = record.offset + 1
         events.advanced(record)
-    flush()
+    flush_batch()
 
 
 class Training(TrainingEvents):
@@ -236,6 +282,14 @@ class Training(TrainingEvents):
         #: read again from the new positions). Set by the service (log_identity.py).
         self.on_below: Callable[[dict[int, int]], bool] | None = None
         self._dead: list[DeadLetter] = []
+        #: After a fault while learning (:meth:`recover`): reload the model and its offsets from the last snapshot
+        #: and read the training topic again from there. Set by the service; without it a fault stops the process.
+        self.on_fault: Callable[[], None] | None = None
+        self.quarantine: dict[tuple[int, int], str] = {}  # (partition, offset) -> why: never applied again
+        self.careful_until: dict[int, int] = {}  # per partition: records below are applied one at a time
+        self.handled_until: dict[int, int] = {}  # per partition: records below were handled before a fault
+        self.isolated_in_row = 0  # records that raised alone with none applied between: past a few, not theirs
+        self.last_isolated: dict[int, int] = {}  # per partition: the offset of the last record that raised alone
 
     def apply(self, records: list[Record]) -> None:
         """Apply one polled batch; then deliver its dead letters before anything else is read."""
@@ -248,8 +302,16 @@ class Training(TrainingEvents):
                 return
         self._dead = dead = []
         jump = TimeJump(self.state.model)
-        with self.checkpoint.applying():  # until it ends, the model and the offsets may disagree
-            apply_in_log_order(self.state.model, records, self.state.train_offsets, self, self.limits, self.guard)
+        before = dict(self.state.train_offsets)
+        try:
+            with self.checkpoint.applying():  # until it ends, the model and the offsets may disagree
+                apply_in_log_order(self.state.model, records, self.state.train_offsets, self, self.limits,
+                                   self.guard)
+        except LearnFault as fault:
+            if self.on_fault is None:
+                raise fault.__cause__ or fault
+            self.recover(records, before, fault)
+            return
         jumped = jump.after(self.state.model)
         if jumped is not None and records:
             log.warning("the model's time jumped forward and documents expired: with decay, model time is the latest "
@@ -272,8 +334,49 @@ class Training(TrainingEvents):
         if dead:
             self.dead_letters.send_training(dead)
 
+    def recover(self, records: list[Record], before: dict[int, int], fault: LearnFault) -> None:
+        """Learning ``records`` raised (a fault of the model, e.g. a bug a record triggers) and may have left the
+        model half changed: reload the model and its offsets from the last snapshot (``on_fault``) and read the
+        log again from there. A batch is then applied one record at a time up to where it ended; a record that
+        raises alone is never applied again and is dead-lettered ``learn_failed``. The records handled before the
+        batch are not rejected twice on the way (their dead letters were sent); the batch's were not sent yet.
+        A fault that is not one record's stops the process: one where every record is applied alone already, or
+        more than ``MAX_ISOLATED_IN_ROW`` records in a row that raise alone (every learn fails: a broken
+        process, whose stream is better left in Kafka than dead-lettered)."""
+        cause = fault.__cause__ if fault.__cause__ is not None else fault
+        self._dead = []  # this batch's dead letters: sent when the replay meets its records again
+        for partition, offset in before.items():
+            self.handled_until[partition] = max(self.handled_until.get(partition, 0), offset)
+        if fault.record is not None:
+            culprit = fault.record
+            self.isolated_in_row += 1
+            self.last_isolated[culprit.partition] = culprit.offset
+            if self.isolated_in_row > MAX_ISOLATED_IN_ROW:
+                raise cause
+            self.quarantine[(culprit.partition, culprit.offset)] = (
+                f"the model raised while learning this record: {type(cause).__name__}: {cause}")[:500]
+            log.error("learning raised on one record: it will be dead-lettered; reloading the model from its last "
+                      "snapshot", exc_info=cause, extra=record_context(culprit))
+        else:
+            if all(self.careful(record) for record in records):
+                raise cause
+            for record in records:
+                self.careful_until[record.partition] = max(self.careful_until.get(record.partition, 0),
+                                                           record.offset + 1)
+            log.error("learning raised; reloading the model from its last snapshot and learning the batch again one "
+                      "record at a time", exc_info=cause, extra={"topic": records[0].topic, "records": len(records)})
+        self.on_fault()
+
+    def quarantined(self, record: Record) -> str | None:
+        return self.quarantine.get((record.partition, record.offset))
+
+    def careful(self, record: Record) -> bool:
+        return record.offset < self.careful_until.get(record.partition, 0)
+
     # ------------------------------------------------------------------ the events
     def rejected(self, record: Record, reason: Reason | ApplyReason, detail: str, doc_id: str | None = None) -> None:
+        if record.offset < self.handled_until.get(record.partition, 0):
+            return  # read again after a fault (recover): rejected, counted and dead-lettered the first time
         writes = self.config.writes_training_dlq
         self.metrics.record_rejection(reason.value, "train", dead_lettered=writes)
         log.warning("training record rejected", extra={**record_context(record, doc_id), "reason": reason.value,
@@ -296,6 +399,8 @@ class Training(TrainingEvents):
         self.metrics.unlearned.labels(op).inc()
 
     def advanced(self, record: Record) -> None:
+        if self.isolated_in_row and record.offset > self.last_isolated.get(record.partition, record.offset):
+            self.isolated_in_row = 0  # a record past the last one isolated went through: the faults were the records'
         self.metrics.training_records.inc()
         self.checkpoint.applied()
 

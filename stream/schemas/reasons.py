@@ -62,6 +62,7 @@ class ApplyReason(enum.StrEnum):
     UNFETCHABLE = "unfetchable"  # the client could not fetch the record within its limits (too large): skipped
     OUTPUT_TOO_LARGE = "output_too_large"  # the scoring record's output is larger than the producer or topic accepts
     SCORING_FAILED = "scoring_failed"  # the model raised while scoring this document alone (a fault, isolated)
+    LEARN_FAILED = "learn_failed"  # the model raised while learning this record alone: skipped, model reloaded
 
 
 class InvalidRecord(ValueError):
