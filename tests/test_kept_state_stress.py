@@ -26,10 +26,14 @@ import numpy as np
 import pytest
 
 from sgm.model import MNB, TDM
+from sgm.model.factory import build_model, model_config
 
 LONG = os.environ.get("SGM_LONG_TESTS") == "1"
 #: log posteriors of the live model against its restored copy (both exact up to summation order)
 TOLERANCE = 1e-9
+#: TDM's node pruning (its default) may leave out what is below round-off of the best label's joint score:
+#: a label far below the best may be off in log space, its posterior within 2**-51 (tests/test_tdm_exact.py)
+PRUNING_TOLERANCE = 2.0**-50
 
 
 @dataclass(frozen=True)
@@ -38,12 +42,13 @@ class Size:
     labels: int
     bursts: tuple[int, ...]  # documents learned between two reads, in order
     queries: int = 6
+    speed: float = 1 / 16  # half-lives per document learned, on average (plus jumps), under decay
 
 
 SMALL = Size(3000, 150, (1, 7, 60, 300, 1, 7, 60, 900, 1, 7))
-TDM_SMALL = Size(2000, 60, (1, 7, 60, 250, 1, 7, 60))
+TDM_SMALL = Size(2000, 60, (1, 7, 60, 250, 1, 7, 60), speed=1 / 4)
 BIG = Size(20000, 300, (1, 7, 60, 500, 2000, 1, 7, 60, 500, 2000, 1, 7, 2000, 1, 60))
-TDM_BIG = Size(8000, 140, (1, 7, 60, 500, 1, 7, 2000, 1, 60))
+TDM_BIG = Size(8000, 140, (1, 7, 60, 500, 1, 7, 2000, 1, 60), speed=1 / 24)
 
 
 class Stream:
@@ -61,7 +66,8 @@ class Stream:
         self.half_life = half_life
         self.ts = 0.0
         self.next_id = 0
-        self.live: dict[str, list[str]] = {}  # id -> labels learned
+        self.live: dict[str, tuple] = {}  # id -> (labels, document, ts, learn order) as the model holds it
+        self.seq = 0
 
     def words(self, label: int, n: int) -> list[int]:
         u = np.array([self.rng.random() for _ in range(n)])
@@ -88,8 +94,9 @@ class Stream:
     def tick(self) -> float | None:
         if self.half_life is None:
             return None if self.rng.random() < 0.5 else float(self.next_id)
-        # ~1/16 of a half-life per document, jumps of several half-lives now and then: rebases happen
-        self.ts += self.half_life * (self.rng.random() / 8 + (8.0 if self.rng.random() < 0.01 else 0.0))
+        # a fraction of a half-life per document, jumps of several half-lives now and then: rebases happen
+        speed = self.size.speed
+        self.ts += self.half_life * (2 * speed * self.rng.random() + (8.0 if self.rng.random() < 0.01 else 0.0))
         return self.ts
 
     def query(self):
@@ -109,7 +116,7 @@ def burst(model, stream: Stream, n: int) -> None:
             if rng.random() < 0.5:
                 assert model.forget(doc_id)
             else:
-                assert model.unlearn_one(None, stream.live[doc_id], id=doc_id)
+                assert model.unlearn_one(None, stream.live[doc_id][0], id=doc_id)
             del stream.live[doc_id]
             continue
         if r < 0.12 and stream.live:  # the same id again, other labels: replaced
@@ -135,12 +142,25 @@ def flush(model, stream: Stream, docs, labels, stamps, ids) -> None:
             model.learn_one(d, lab, ts=t, id=i)
     else:
         model.learn_many(docs, labels, stamps, ids, sequential=mode < 0.6)
-    for lab, i in zip(labels, ids):
-        stream.live[i] = lab
+    for d, lab, t, i in zip(docs, labels, stamps, ids):
+        if i not in stream.live or set(stream.live[i][0]) != set(lab):  # same labels: a no-op, the old one stays
+            stream.live[i] = (lab, d, t, stream.seq)
+            stream.seq += 1
     if model.state.tracks_expiry() or stream.half_life is not None:  # the memory bound or underflow after
         # ~1000 half-lives (:mod:`model.decay`) may have dropped some: follow the model
         stream.live = {i: lab for i, lab in stream.live.items() if i in model}
     docs.clear(), labels.clear(), stamps.clear(), ids.clear()
+
+
+def close(log_post: np.ndarray, expected: np.ndarray, pruned: bool) -> None:
+    """Log posteriors within TOLERANCE; with TDM's node pruning, or the posterior within its bound."""
+    ok = np.abs(log_post - expected) <= TOLERANCE
+    if pruned:
+        ok |= np.abs(np.exp(log_post) - np.exp(expected)) <= PRUNING_TOLERANCE + np.expm1(TOLERANCE) * np.exp(expected)
+    if not ok.all():
+        bad = np.argwhere(~ok)
+        raise AssertionError(f"{len(bad)} log posteriors differ, first at {bad[0].tolist()}: "
+                             f"{log_post[tuple(bad[0])]!r} live vs {expected[tuple(bad[0])]!r} restored")
 
 
 def class_arrays(model) -> dict:
@@ -162,7 +182,7 @@ def compare(model, queries, k: int = 5) -> dict:
     names_r, rebuilt = restored.predict_log_proba_many(queries)
     assert names == names_r
     assert np.isfinite(live).all() and np.isfinite(rebuilt).all()
-    np.testing.assert_allclose(live, rebuilt, rtol=0, atol=TOLERANCE)
+    close(live, rebuilt, getattr(model, "node_pruning", False))
     assert (live.argmax(axis=1) == rebuilt.argmax(axis=1)).all()
     a, b = class_arrays(model), class_arrays(restored)
     assert a.keys() == b.keys()
@@ -177,16 +197,33 @@ def compare(model, queries, k: int = 5) -> dict:
         dense = [names[c] for c in np.argsort(-lp, kind="stable")[:k]]
         dense = [("+".join(c) if isinstance(c, tuple) else c) for c in dense]
         assert row == dense  # pruned top-k of the live model = dense top-k of the rebuilt one
-        np.testing.assert_allclose(np.log(p), np.log(p_r), rtol=0, atol=TOLERANCE)
-        np.testing.assert_allclose(np.log(p), np.sort(lp)[::-1][:k], rtol=0, atol=TOLERANCE)
+        close(np.log(p), np.log(p_r), getattr(model, "node_pruning", False))
+        close(np.log(p), np.sort(lp)[::-1][:k], getattr(model, "node_pruning", False))
     assert ranking.labels == ranking_r.labels
     return {"pruned": pruned, "classes": len(names)}
 
 
-def drive(model, size: Size, seed: int, half_life: float | None = None) -> dict:
-    """Bursts of learning between reads; a check against the restored copy after each burst."""
+def compare_relearned(model, stream: Stream, queries) -> None:
+    """The live model against a fresh one that learned only the live documents, in their order: the counts
+    themselves (entries, arena regions after forgets and compactions), not just what derives from them.
+    Only where the counts do not depend on the history (no learn-time TF-IDF or tied weights)."""
+    assert set(stream.live) == set(model.document_ids())
+    fresh = build_model(model_config(model))
+    items = sorted(stream.live.items(), key=lambda item: item[1][3])
+    for doc_id, (labels, doc, ts, _) in items:
+        assert fresh.learn_one(doc, labels, ts=ts, id=doc_id)
+    names, live = model.predict_log_proba_many(queries)
+    names_f, again = fresh.predict_log_proba_many(queries)
+    assert sorted(map(str, names)) == sorted(map(str, names_f))
+    order = [names_f.index(n) for n in names]
+    close(live, again[:, order], getattr(model, "node_pruning", False))
+
+
+def drive(model, size: Size, seed: int, half_life: float | None = None, relearn: bool = False) -> dict:
+    """Bursts of learning between reads; a check against the restored copy after each burst (and, with
+    ``relearn``, against a fresh model of the live documents every fourth check and at the end)."""
     stream = Stream(seed, size, half_life)
-    seen = {"checks": 0, "pruned": 0, "rebases": 0}
+    seen = {"checks": 0, "pruned": 0, "rebases": 0, "relearned": 0}
     for n in size.bursts:
         queries = [stream.query() for _ in range(size.queries)]
         if len(model):
@@ -198,6 +235,12 @@ def drive(model, size: Size, seed: int, half_life: float | None = None) -> dict:
         result = compare(model, queries)
         seen["checks"] += 1
         seen["pruned"] += result["pruned"]
+        if relearn and seen["checks"] % 4 == 0:
+            compare_relearned(model, stream, queries)
+            seen["relearned"] += 1
+    if relearn and len(model):
+        compare_relearned(model, stream, [stream.query() for _ in range(size.queries)])
+        seen["relearned"] += 1
     seen["rebases"] = model.state.rebases
     seen["documents"] = len(model)
     seen["entries"] = model.state.n_entries
@@ -219,6 +262,9 @@ MNB_CONFIGS = {
     "window": ("u_ad_jm", {"delta": 0.7, "beta": 0.2, "max_documents": 400}),  # a sliding window: churn
     "prune": ("u_pd_dp", {"delta": "kn", "mu": 5.0, "prune_below": 2.0**-6}),  # with decay: expiry
 }
+#: Configurations whose counts depend on the history, not only on the live documents: learn-time TF-IDF
+#: weights (the IDF of their time) and the tied term weights (their steps)
+HISTORY = ("tfidf", "tw")
 HALF_LIVES = {"nodecay": None, "decay": 50.0}
 
 
@@ -226,7 +272,7 @@ def run_mnb(name: str, decay: str, size: Size, seed: int) -> dict:
     spec, params = MNB_CONFIGS[name]
     half_life = HALF_LIVES[decay]
     model = MNB(spec, half_life=half_life, **params)
-    seen = drive(model, size, seed, half_life)
+    seen = drive(model, size, seed, half_life, relearn=name not in HISTORY)
     assert seen["checks"] >= len(size.bursts) - 2
     if half_life is not None:
         assert seen["rebases"] > 0
@@ -251,7 +297,8 @@ def test_mnb_kept_state_equals_restored_long(name, decay):
 
 TDM_CONFIGS = {
     "default": ("tdm_uc_jm_dp_kpd_kdp", {}),
-    "kn_tfidf": ("tdm_uc_pd_dp_kpd_kdp_tXiX", {"delta": "kn", "kdelta": "kn", "phi": 0.3, "ups_idf": 1.0}),
+    "kn_tfidf": ("tdm_uc_pd_dp_kpd_kdp_tXiX", {"delta": "kn", "kdelta": "kn", "phi": 0.3, "ups_idf": 1.0,
+                                                "prune_below": 1e-300}),  # keeps (nearly) every document
     "kjm_unpruned": ("tdm_u_jm_kjm", {"beta": 0.4, "kbeta": 0.3, "node_pruning": False}),
 }
 
@@ -260,8 +307,10 @@ def run_tdm(name: str, decay: str, size: Size, seed: int) -> dict:
     spec, params = TDM_CONFIGS[name]
     half_life = HALF_LIVES[decay]
     model = TDM(spec, half_life=half_life, **params)
-    seen = drive(model, size, seed, half_life)
+    seen = drive(model, size, seed, half_life, relearn="tfidf" not in name)
     assert seen["checks"] >= len(size.bursts) - 2
+    if half_life is not None:
+        assert seen["rebases"] > 0
     return seen
 
 
