@@ -349,3 +349,24 @@ def test_discount_totals_keep_an_old_remainder_when_newer_counts_leave(spec):
     assert kept == pytest.approx(2.0**-124, rel=1e-12)  # D(1 * 2**-124) = 2**-124: below x*, the count itself
     names, live = model.predict_log_proba_many([{"a": 1}])
     np.testing.assert_array_equal(live, restored.predict_log_proba_many([{"a": 1}])[1])
+
+
+def test_pruned_topk_prior_mass_keeps_old_labels_when_newer_ones_leave():
+    """The pruned top-k's closed form for the labels a document does not meet (Jelinek-Mercer-only specs) reads
+    ``sum_l N(l)**theta``, kept from the labels each update touched. As a compensated pair it took in the newer
+    labels' rounding errors and lost the old labels' weights (2**-200 of them); once the newer ones were forgotten
+    it read 0, and the posteriors left out the unmet labels' mass (log posterior 0 for the best label, -1.107 by
+    the dense pass and a restored model)."""
+    model = MNB("u_jm", beta=0.5, half_life=1.0)
+    for i in range(130):  # enough labels for the pruned path
+        model.learn_one({f"o{i}": 1, "common": 1}, f"old{i}", ts=i * 1e-3, id=f"old{i}")
+    for step, ts in enumerate([70.0, 140.0, 200.0]):  # two rebases
+        model.learn_one({"zz": 1}, "keep", ts=ts, id=f"keep{step}")
+    for i in range(6):
+        model.learn_one({f"n{i}": 1}, f"new{i}", ts=200.013 + 0.1 * i, id=f"new{i}")
+    queries = [{"o3": 1}, {"o3": 1, "o5": 2}]  # each meets one or two labels: the rest by the closed form
+    assert model.uses_pruned_topk(5)
+    model.rank_many(queries, 5)  # the prior index kept from here on
+    for doc_id in [f"new{i}" for i in range(6)] + [f"keep{i}" for i in range(3)]:
+        model.forget(doc_id)
+    compare(model, queries)  # the pruned ranking of the live model against the restored model's dense pass
