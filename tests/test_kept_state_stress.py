@@ -133,6 +133,21 @@ def burst(model, stream: Stream, n: int) -> None:
     flush(model, stream, docs, labels, stamps, ids)
 
 
+def withdraw(model, stream: Stream) -> None:
+    """A label's newer documents withdrawn (a batch learned under a wrong label, unlearned): its oldest live
+    document stays, beside the kept sums that took in the newer ones."""
+    by_label: dict[str, list[tuple[int, str]]] = {}
+    for doc_id, (labels, _, _, seq) in stream.live.items():
+        by_label.setdefault(labels[0], []).append((seq, doc_id))
+    candidates = sorted(label for label, docs in by_label.items() if len(docs) > 2)
+    if not candidates:
+        return
+    docs = sorted(by_label[stream.rng.choice(candidates)])
+    for _, doc_id in docs[1:]:
+        assert model.forget(doc_id)
+        del stream.live[doc_id]
+
+
 def flush(model, stream: Stream, docs, labels, stamps, ids) -> None:
     if not docs:
         return
@@ -230,6 +245,8 @@ def drive(model, size: Size, seed: int, half_life: float | None = None, relearn:
             model.predict_log_proba_many(queries[:2])  # a read: caches filled, then made stale by the burst
             model.rank_many(queries[2:4], 5)
         burst(model, stream, n)
+        if stream.rng.random() < 0.5:
+            withdraw(model, stream)
         if not len(model):
             continue
         result = compare(model, queries)
