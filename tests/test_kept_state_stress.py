@@ -104,6 +104,44 @@ class Stream:
         return self.document(self.labels())
 
 
+class Lockstep:
+    """A model and a twin fed the same updates, the twin restored from the model at every check (every cache
+    rebuilt): where learning reads the model (tw's steps read its posteriors) the two must stay identical."""
+
+    UPDATES = ("learn_one", "learn_many", "forget", "unlearn_one")
+
+    def __init__(self, model) -> None:
+        self.model, self.twin = model, None
+
+    def __getattr__(self, name):
+        own = getattr(self.model, name)
+        if name not in self.UPDATES or self.twin is None:
+            return own
+        other = getattr(self.twin, name)
+
+        def both(*args, **kwargs):
+            result = own(*args, **kwargs)
+            assert other(*args, **kwargs) == result
+            return result
+        return both
+
+    def __contains__(self, doc_id) -> bool:
+        return doc_id in self.model
+
+    def check(self) -> None:
+        """The twin learned what the model learned, from rebuilt caches: the same documents and steps, the same
+        tied weights up to the last bits (posting weights may differ in the last bit with the size of the refresh that
+        computed them: test_posting_weights_do_not_depend_on_the_refresh_size)."""
+        if self.twin is not None:
+            model, twin = self.model, self.twin
+            assert twin.document_ids() == model.document_ids() and twin.tied.steps == model.tied.steps
+            capacity = model.state.terms.capacity
+            for name in ("s", "squares", "total", "last"):
+                np.testing.assert_allclose(getattr(twin.tied, name)[:capacity], getattr(model.tied, name)[:capacity],
+                                           rtol=1e-12, atol=0, err_msg=name)
+        self.twin = type(self.model).from_bytes(self.model.to_bytes())
+
+
 def burst(model, stream: Stream, n: int) -> None:
     """Learn ``n`` documents the way a trainer sees them: mostly new ids, some relearned with other
     labels, some forgotten or unlearned; by ``learn_many`` (sequential or not) or ``learn_one``."""
@@ -235,19 +273,24 @@ def compare_relearned(model, stream: Stream, queries) -> None:
     close(live, again[:, order], getattr(model, "node_pruning", False), "relearned")
 
 
-def drive(model, size: Size, seed: int, half_life: float | None = None, relearn: bool = False) -> dict:
-    """Bursts of learning between reads; a check against the restored copy after each burst (and, with
-    ``relearn``, against a fresh model of the live documents every fourth check and at the end)."""
+def drive(model, size: Size, seed: int, half_life: float | None = None, relearn: bool = False,
+          lockstep: bool = False) -> dict:
+    """Bursts of learning between reads; a check against the restored copy after each burst (with ``relearn``,
+    against a fresh model of the live documents every fourth check and at the end; with ``lockstep``, the
+    burst also learned by a twin restored at the last check)."""
     stream = Stream(seed, size, half_life)
     seen = {"checks": 0, "pruned": 0, "rebases": 0, "relearned": 0}
+    updates = Lockstep(model) if lockstep else model
     for n in size.bursts:
         queries = [stream.query() for _ in range(size.queries)]
         if len(model):
             model.predict_log_proba_many(queries[:2])  # a read: caches filled, then made stale by the burst
             model.rank_many(queries[2:4], 5)
-        burst(model, stream, n)
+        burst(updates, stream, n)
         if stream.rng.random() < 0.5:
-            withdraw(model, stream)
+            withdraw(updates, stream)
+        if lockstep:
+            updates.check()
         if not len(model):
             continue
         result = compare(model, queries)
@@ -297,7 +340,8 @@ def run_mnb(name: str, decay: str, size: Size, seed: int) -> dict:
     spec, params = MNB_CONFIGS[name]
     half_life = HALF_LIVES[decay]
     model = MNB(spec, half_life=half_life, **params)
-    seen = drive(model, size, seed, half_life, relearn=name not in HISTORY and half_life is None)
+    seen = drive(model, size, seed, half_life, relearn=name not in HISTORY and half_life is None,
+                 lockstep=name == "tw")
     assert seen["checks"] >= len(size.bursts) - 2
     if half_life is not None:
         assert seen["rebases"] > 0
@@ -427,3 +471,36 @@ def test_entry_counts_keep_an_old_remainder_when_newer_counts_leave():
     assert live == expected  # fails: [0.0, 0.0] vs [2**-124, 2**-124] (stored units)
     np.testing.assert_array_equal(model.predict_log_proba_many([{"a": 1}])[1],
                                   fresh.predict_log_proba_many([{"a": 1}])[1])
+
+
+@pytest.mark.xfail(strict=True, reason="posting weights take the compiled scalar log1p for refreshes of up to "
+                   "SCALAR_LOG_LIMIT postings and numpy's vectorized log1p above, which differ in the last bit "
+                   "for ~5% of values on this machine (model/postings.py PostingCache.store)")
+def test_posting_weights_do_not_depend_on_the_refresh_size():
+    """Found by the stress test's tw lockstep (a twin restored at each check, learning the same burst): the tied
+    weights' AdaGrad squares parted in the last bit. A model that reads its lists a few at a time (each refresh
+    below 256 postings: the compiled log1p) and its restored copy that reads them at once (numpy's log1p) hold
+    posting weights 1 ulp apart for ~4% of them: the restored model no longer scores bit for bit like the
+    original, and tw's steps (which read the posting weights) part between replicas that read differently."""
+    from sgm.model.loops.weights import store_weights
+
+    ratios = np.random.default_rng(1).uniform(0.0, 20.0, 4096)
+    scalar, vectorized = np.zeros(len(ratios)), np.zeros(len(ratios))
+    store_weights(ratios, np.arange(len(ratios)), len(ratios), True, scalar)  # the compiled log1p
+    store_weights(np.log1p(ratios), np.arange(len(ratios)), len(ratios), False, vectorized)  # numpy's
+    if np.array_equal(scalar, vectorized):
+        pytest.skip("numpy's log1p gives the compiled one's bits on this machine: the two paths agree here")
+    model = MNB("u_jm", beta=0.3)
+    for i in range(600):  # 60 terms with 10 postings each
+        model.learn_one({f"t{i % 60}": 1 + i % 3, f"u{i % 7}": 1}, f"L{i % 41}", id=f"d{i}")
+    terms = [f"t{j}" for j in range(60)]
+    for term in terms:  # one list per read: a refresh of 10 postings each
+        model.predict_log_proba_many([{term: 1}])
+    restored = MNB.from_bytes(model.to_bytes())
+    restored.predict_log_proba_many([{term: 1 for term in terms}])  # every list in one refresh of 600 postings
+    weights = []
+    for m in (model, restored):
+        positions, _ = m.state.arena.ranges(np.array([m.state.terms.ids[t] for t in terms]))
+        weights.append(m.labels.postings.weight[positions])
+    np.testing.assert_allclose(weights[0], weights[1], rtol=1e-15)  # the same up to the last bit...
+    np.testing.assert_array_equal(weights[0], weights[1])  # ... and bit for bit: fails (25 of 600 differ)
