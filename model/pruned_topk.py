@@ -70,7 +70,7 @@ import math
 import numpy as np
 from sortedcontainers import SortedList
 
-from .arrays import CompensatedSum, grow
+from .arrays import ExactSum, grow
 from .batch import PreparedBatch
 from .loops.pruned import best_unmarked, block_maxima, clear_marks, pruned_candidates, term_maxima
 
@@ -153,7 +153,9 @@ class PriorIndex:
         self.order = SortedList()  # (-N(l), class id): best prior first, ties by id
         self.key: dict[int, tuple[float, int]] = {}
         self.power: dict[int, float] = {}
-        self.power_sum = CompensatedSum()
+        # exact (residuals kept beside the pair): under decay the labels' N(l) span hundreds of binades, and a
+        # compensated pair lost old labels' weights beside newer ones that left again
+        self.power_sum = ExactSum()
         self.massless: set[int] = set()  # classes without counts (only empty documents): a_l = 1, not beta
         self.rebases = -1
         #: Per class id, for the compiled kernel: ``N(l)**theta`` (stored units).

@@ -19,15 +19,19 @@ counts repeat (raw counts are integers): per label the multiplicity of each
 stored value, ``D(l) = sum_v m(l, v) D(v)``, costs one ``D(v)`` per distinct
 value and one multiply-add per (label, value) cell.
 
-Sums are compensated (TwoSum, :mod:`.sums`): removing what was added restores
-the rest to double-double precision.
+The split sums are exact (:func:`.sums.exact_add`: a residual the pair cannot hold goes to the spill
+buffers, kept by the caller's :class:`model.arrays.ExactArray`): under decay the stored counts of one
+label span hundreds of binades (an entry of a document 120 half-lives older than the others weighs
+2**-120 of them), and a compensated pair that took in the rounding errors of the large ones lost the
+small rest once those left again (a label left with only old documents read ``D(l) = 0``). The
+histogram's cells are summed exactly at each read.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .sums import exact_add, two_sum
+from .sums import exact_add
 
 # meta array of the split scheme: heap size, high entries
 HEAP_SIZE, HIGH_COUNT = 0, 1
@@ -85,8 +89,10 @@ def _heap_pop(key, slot, size):  # pragma: no cover - compiled
 @njit(cache=True, nogil=True)
 def split_rebuild(used, ent_class, ent_refs, ent_hi, ent_lo, kind, delta, cstar, decaying, slot_class, slot_count,
                   slot_g, slot_high, low_hi, low_lo, high_hi, high_lo, heap_key, heap_slot,
-                  meta):  # pragma: no cover - compiled
-    """The split sums from scratch: every live slot below ``used``, in slot order (the heap arrays must hold ``used``)."""
+                  meta, low_spill_index, low_spill_value, low_spill_count, high_spill_index, high_spill_value,
+                  high_spill_count):  # pragma: no cover - compiled
+    """The split sums from scratch: every live slot below ``used``, in slot order (the heap arrays must hold ``used``,
+    each spill buffer ``used`` residuals)."""
     low_hi[:] = 0.0
     low_lo[:] = 0.0
     high_hi[:] = 0.0
@@ -105,7 +111,7 @@ def split_rebuild(used, ent_class, ent_refs, ent_hi, ent_lo, kind, delta, cstar,
             g = _g(kind, c, delta)
             slot_g[s] = g
             slot_high[s] = True
-            two_sum(high_hi, high_lo, klass, g)
+            exact_add(high_hi, high_lo, klass, g, high_spill_index, high_spill_value, high_spill_count)
             high += 1
             if decaying:
                 heap_key[size] = c  # heapified below
@@ -113,7 +119,7 @@ def split_rebuild(used, ent_class, ent_refs, ent_hi, ent_lo, kind, delta, cstar,
                 size += 1
         else:
             slot_high[s] = False
-            two_sum(low_hi, low_lo, klass, c)
+            exact_add(low_hi, low_lo, klass, c, low_spill_index, low_spill_value, low_spill_count)
     # heapify (sift down from the last parent)
     for root in range(size // 2 - 1, -1, -1):
         _sift_down(heap_key, heap_slot, root, heap_key[root], heap_slot[root], size)
@@ -124,11 +130,13 @@ def split_rebuild(used, ent_class, ent_refs, ent_hi, ent_lo, kind, delta, cstar,
 @njit(cache=True, nogil=True)
 def split_update(changed, ent_class, ent_refs, ent_hi, ent_lo, kind, delta, cstar, decaying, slot_class, slot_count,
                  slot_g, slot_high, low_hi, low_lo, high_hi, high_lo, heap_key, heap_slot,
-                 meta):  # pragma: no cover - compiled
+                 meta, low_spill_index, low_spill_value, low_spill_count, high_spill_index, high_spill_value,
+                 high_spill_count):  # pragma: no cover - compiled
     """Bring the split sums up to date: the ``changed`` slots, then the entries ``c*`` has passed.
 
     Returns False when the heap has no room for the items this update pushes
-    (nothing is lost: the caller grows it and rebuilds).
+    (nothing is lost: the caller grows it and rebuilds). Each spill buffer must hold
+    ``2 len(changed) + heap size`` residuals (:func:`split_spill_room`).
     """
     size = meta[HEAP_SIZE]
     high = meta[HIGH_COUNT]
@@ -141,10 +149,10 @@ def split_update(changed, ent_class, ent_refs, ent_hi, ent_lo, kind, delta, csta
             continue  # listed again, or changed back: nothing to do
         if old >= 0:
             if slot_high[s]:
-                two_sum(high_hi, high_lo, old, -slot_g[s])
+                exact_add(high_hi, high_lo, old, -slot_g[s], high_spill_index, high_spill_value, high_spill_count)
                 high -= 1
             else:
-                two_sum(low_hi, low_lo, old, -slot_count[s])
+                exact_add(low_hi, low_lo, old, -slot_count[s], low_spill_index, low_spill_value, low_spill_count)
         slot_class[s] = klass
         if klass < 0:
             continue
@@ -153,7 +161,7 @@ def split_update(changed, ent_class, ent_refs, ent_hi, ent_lo, kind, delta, csta
             g = _g(kind, c, delta)
             slot_g[s] = g
             slot_high[s] = True
-            two_sum(high_hi, high_lo, klass, g)
+            exact_add(high_hi, high_lo, klass, g, high_spill_index, high_spill_value, high_spill_count)
             high += 1
             if decaying:
                 if size >= heap_key.shape[0]:
@@ -163,7 +171,7 @@ def split_update(changed, ent_class, ent_refs, ent_hi, ent_lo, kind, delta, csta
                 size = _heap_push(heap_key, heap_slot, size, c, s)
         else:
             slot_high[s] = False
-            two_sum(low_hi, low_lo, klass, c)
+            exact_add(low_hi, low_lo, klass, c, low_spill_index, low_spill_value, low_spill_count)
     # time passed: entries at or below the risen threshold move from high to low
     while size > 0 and heap_key[0] <= cstar:
         c = heap_key[0]
@@ -171,13 +179,20 @@ def split_update(changed, ent_class, ent_refs, ent_hi, ent_lo, kind, delta, csta
         size = _heap_pop(heap_key, heap_slot, size)
         klass = slot_class[s]
         if klass >= 0 and slot_high[s] and slot_count[s] == c:  # else a stale item: the slot changed since
-            two_sum(high_hi, high_lo, klass, -slot_g[s])
-            two_sum(low_hi, low_lo, klass, c)
+            exact_add(high_hi, high_lo, klass, -slot_g[s], high_spill_index, high_spill_value, high_spill_count)
+            exact_add(low_hi, low_lo, klass, c, low_spill_index, low_spill_value, low_spill_count)
             slot_high[s] = False
             high -= 1
     meta[HEAP_SIZE] = size
     meta[HIGH_COUNT] = high
     return True
+
+
+def split_spill_room(changed: int, heap_size: int) -> int:
+    """Residuals one :func:`split_update` may leave in each spill buffer: a changed slot leaves its old sum and
+    joins its new one (2 exact additions, at most one residual each), each heap item popped (those there before
+    and those the changed slots push) moves from one sum to the other (1 each)."""
+    return 3 * changed + heap_size
 
 
 @njit(cache=True, nogil=True)

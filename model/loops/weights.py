@@ -8,9 +8,10 @@ and its background as the affine map ``p_b(n) = a C(n) + b`` every built-in
 background is (:meth:`model.smoothing.contract.Background.affine`).
 
 Posting weights ``w = log1p(r)`` are computed in two steps: the ratios ``r``
-here, then the ``log1p`` either here (few postings) or by numpy over the
-batch's ratios at once, whose vectorized ``log1p`` is several times faster per
-value than a scalar call in a compiled loop.
+here, then the ``log1p`` by numpy over the batch's ratios at once, whose
+vectorized ``log1p`` is several times faster per value than a scalar call in a
+compiled loop, and gives the same bits whatever the batch (the compiled one
+differs in the last bit for some values: :meth:`model.postings.PostingCache.store`).
 """
 from __future__ import annotations
 
@@ -23,9 +24,6 @@ LINEAR, POWER, ABSOLUTE = 0, 1, 2
 #: decay: a Kneser-Ney delta, which moves every update, then costs a power per distinct count, not per posting;
 #: at a million entries the common words' counts in each label run into the thousands).
 WHOLE_MEMO = 4096
-
-#: With at most this many stale postings the ``log1p`` runs in the compiled loop (no numpy call).
-SCALAR_LOG_LIMIT = 256
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from .contract import Discount
-from ..arrays import SPILL
+from ..arrays import SPILL, ExactArray, SpillBuffer
 from ..loops.discount_totals import (ABSOLUTE, HEAP_SIZE, HIGH_COUNT, POWER, histogram_totals, histogram_update,
-                                     split_rebuild, split_totals, split_update)
+                                     split_rebuild, split_spill_room, split_totals, split_update)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..state import CountState
@@ -87,8 +87,11 @@ class SplitTotals(_Follower):
         self.slot_count = np.zeros(0)
         self.slot_g = np.zeros(0)
         self.slot_high = np.zeros(0, dtype=np.bool_)
-        self.low = (np.zeros(0), np.zeros(0))
-        self.high = (np.zeros(0), np.zeros(0))
+        # exact sums (the residuals a pair cannot hold kept beside it): a label's stored counts may span
+        # hundreds of binades under decay (model.loops.discount_totals)
+        self.low = ExactArray()
+        self.high = ExactArray()
+        self._low_spill, self._high_spill = SpillBuffer(), SpillBuffer()
         self.heap_key = np.zeros(0)
         self.heap_slot = np.zeros(0, dtype=np.int64)
         self.meta = np.zeros(2, dtype=np.int64)
@@ -110,16 +113,28 @@ class SplitTotals(_Follower):
         decaying = state.clock.half_life is not None
         self._reserve(len(state.ent_refs), state.classes.capacity)
         args = (state.ent_class, state.ent_refs, state.ent_count.hi, state.ent_count.lo, self.kind, delta, cstar,
-                decaying, self.slot_class, self.slot_count, self.slot_g, self.slot_high, *self.low, *self.high)
+                decaying, self.slot_class, self.slot_count, self.slot_g, self.slot_high, self.low.hi, self.low.lo,
+                self.high.hi, self.high.lo)
         stale_heap = self.meta[HEAP_SIZE] > 2 * self.meta[HIGH_COUNT] + 4096
-        if changed is None or stale_heap or not split_update(changed, *args, self.heap_key, self.heap_slot, self.meta):
+        updated = False
+        if changed is not None and not stale_heap:
+            room = split_spill_room(len(changed), int(self.meta[HEAP_SIZE]))
+            updated = split_update(changed, *args, self.heap_key, self.heap_slot, self.meta,
+                                   *self._low_spill.reserve(room), *self._high_spill.reserve(room))
+        if not updated:  # a pass over every entry (what an unfinished update left is dropped with the rest)
             if decaying and len(self.heap_key) < state.ent_used:
                 self.heap_key = np.zeros(2 * state.ent_used)
                 self.heap_slot = np.zeros(2 * state.ent_used, dtype=np.int64)
-            split_rebuild(state.ent_used, *args, self.heap_key, self.heap_slot, self.meta)
+            self.low.spill.clear()
+            self.high.spill.clear()
+            split_rebuild(state.ent_used, *args, self.heap_key, self.heap_slot, self.meta,
+                          *self._low_spill.reserve(state.ent_used), *self._high_spill.reserve(state.ent_used))
+        self.low.take_spill(self._low_spill)  # keeps the residuals, and settles hi + lo to the rounded exact sum
+        self.high.take_spill(self._high_spill)
         coefficient = delta * scale**delta if self.kind == POWER else delta
         out = np.empty(n)
-        split_totals(n, *self.low, *self.high, scale, coefficient, state.cls_entries, out)
+        split_totals(n, self.low.hi, self.low.lo, self.high.hi, self.high.lo, scale, coefficient, state.cls_entries,
+                     out)
         return out
 
     def _reserve(self, slots: int, classes: int) -> None:
@@ -129,13 +144,12 @@ class SplitTotals(_Follower):
             self.slot_count = _grown(self.slot_count, size, 0.0)
             self.slot_g = _grown(self.slot_g, size, 0.0)
             self.slot_high = _grown(self.slot_high, size, False)
-        if classes > len(self.low[0]):
-            self.low = tuple(_grown(a, classes, 0.0) for a in self.low)
-            self.high = tuple(_grown(a, classes, 0.0) for a in self.high)
+        self.low.grow(classes)
+        self.high.grow(classes)
 
     def cache_arrays(self) -> tuple[np.ndarray, ...]:
-        return (self.slot_class, self.slot_count, self.slot_g, self.slot_high, *self.low, *self.high, self.heap_key,
-                self.heap_slot)
+        return (self.slot_class, self.slot_count, self.slot_g, self.slot_high, self.low.hi, self.low.lo, self.high.hi,
+                self.high.lo, self.heap_key, self.heap_slot)
 
 
 class HistogramTotals(_Follower):
