@@ -35,7 +35,8 @@ def serve(fault: bool):
         client = open_client("memory", KafkaConfig(bootstrap_servers=cfg.bootstrap_servers))
         producer = client.producer()
         for i, (text, label) in enumerate(TRAIN):
-            producer.send(cfg.train_topic, dumps({"id": f"t{i}", "text": text, "labels": [label]}), key=b"k")
+            producer.send(cfg.train_topic, dumps({"id": f"t{i}", "text": text, "labels": [label],
+                                                  "ts": 1_700_000_000.0 + i}), key=b"k")  # not the send time: decay
         for i, text in enumerate(QUERIES):
             producer.send(cfg.score_topic, dumps({"id": f"q{i}", "text": text}), key=b"k")
         producer.flush()
