@@ -339,16 +339,21 @@ BOUNDED = ("window", "prune")
 HALF_LIVES = {"nodecay": None, "decay": 50.0}
 
 
-def run_mnb(name: str, decay: str, size: Size, seed: int) -> dict:
-    spec, params = MNB_CONFIGS[name]
+def run(model_class, config: tuple[str, dict], decay: str, size: Size, seed: int, relearn: bool,
+        lockstep: bool = False) -> dict:
+    """``drive`` a new model of ``config`` (spec, params); every check ran and decay rebased."""
+    spec, params = config
     half_life = HALF_LIVES[decay]
-    model = MNB(spec, half_life=half_life, **params)
-    seen = drive(model, size, seed, half_life, relearn=name not in HISTORY and half_life is None,
-                 lockstep=name == "tw")
+    seen = drive(model_class(spec, half_life=half_life, **params), size, seed, half_life,
+                 relearn=relearn and half_life is None, lockstep=lockstep)
     assert seen["checks"] >= len(size.bursts) - 2
     if half_life is not None:
         assert seen["rebases"] > 0
     return seen
+
+
+def run_mnb(name: str, decay: str, size: Size, seed: int) -> dict:
+    return run(MNB, MNB_CONFIGS[name], decay, size, seed, relearn=name not in HISTORY, lockstep=name == "tw")
 
 
 @pytest.mark.parametrize("decay", list(HALF_LIVES))
@@ -377,14 +382,7 @@ TDM_CONFIGS = {
 
 
 def run_tdm(name: str, decay: str, size: Size, seed: int) -> dict:
-    spec, params = TDM_CONFIGS[name]
-    half_life = HALF_LIVES[decay]
-    model = TDM(spec, half_life=half_life, **params)
-    seen = drive(model, size, seed, half_life, relearn="tfidf" not in name and half_life is None)
-    assert seen["checks"] >= len(size.bursts) - 2
-    if half_life is not None:
-        assert seen["rebases"] > 0
-    return seen
+    return run(TDM, TDM_CONFIGS[name], decay, size, seed, relearn="tfidf" not in name)
 
 
 @pytest.mark.parametrize("decay", list(HALF_LIVES))
