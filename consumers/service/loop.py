@@ -339,6 +339,7 @@ class Service:
                       "serves; restart with --on-training-log-reset rebuild, or with an empty --state-dir, to learn "
                       "the new log", extra={"topic": cfg.train_topic})
             return
+        self.training.forget_faults()
         aside = self.store.set_aside(f"before-reset-{time.strftime('%Y%m%dT%H%M%S')}")
         starts = self.training_log.log_starts(reset.partitions)
         self.state.model = build_model(cfg.model_config())

@@ -367,6 +367,14 @@ class Training(TrainingEvents):
                       "record at a time", exc_info=cause, extra={"topic": records[0].topic, "records": len(records)})
         self.on_fault()
 
+    def forget_faults(self) -> None:
+        """The training topic is another log now (loop.py, a log reset): its offsets mean other records."""
+        self.quarantine.clear()
+        self.careful_until.clear()
+        self.handled_until.clear()
+        self.last_isolated.clear()
+        self.isolated_in_row = 0
+
     def quarantined(self, record: Record) -> str | None:
         return self.quarantine.get((record.partition, record.offset))
 
