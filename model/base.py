@@ -625,20 +625,18 @@ class GenerativeTextModel(PosteriorPredictions):
                                                                                      state.arena.length)
             distinct, n_docs = lengths.astype(np.float64)[owner], len(docs)
         else:
-            distinct = None
             all_keys, raw, lengths = batch_term_counts(docs, self.tokenizer)
             n_docs = len(lengths)
             terms = np.array(list(map(state.terms.ids.get, all_keys, repeat(-1))), dtype=np.int64)  # faster than fromiter
             owner = np.repeat(np.arange(n_docs), lengths) if n_docs > 1 else np.zeros(len(terms), dtype=np.int64)
-        if kind is not None and distinct is None:
+            if kind is None:  # compiled, one pass (the arrays are this call's own: batch_term_counts makes new ones)
+                n_seen = keep_seen_terms(terms, raw, owner, state.arena.length)
+                return PreparedBatch(terms[:n_seen], raw[:n_seen], owner[:n_seen], n_docs)
             distinct = np.asarray(lengths, dtype=np.float64)[owner]
             keep = terms >= 0
             keep[keep] = state.arena.length[terms[keep]] > 0  # seen = has counts under some class
             terms, raw, owner, distinct = terms[keep], raw[keep], owner[keep], distinct[keep]
-        elif kind is None:  # compiled, one pass (the arrays are this call's own: batch_term_counts makes new ones)
-            n_seen = keep_seen_terms(terms, raw, owner, state.arena.length)
-            terms, raw, owner = terms[:n_seen], raw[:n_seen], owner[:n_seen]
-        if kind is None or not len(terms):
+        if not len(terms):
             return PreparedBatch(terms, raw, owner, n_docs)
         idf_values = weighting.idf(state.total_docs.value, state.term_df.get(terms), self.params.get("ups_idf", 0.0))
         weights = weighting.weigh(raw, distinct, idf_values, kind, self.params.get("phi", 0.0))

@@ -117,7 +117,7 @@ class PostingCache:
         self.recomputed += lists
         ratio = self.ratio
         np.log1p(ratio[:n], out=ratio[:n])
-        store_weights(ratio, self.position, n, False, self.weight)
+        store_weights(ratio, self.position, n, self.weight)
 
     def refresh(self, arena: TermArena, terms: np.ndarray, epoch: int, build: WeightBuilder) -> None:
         """Recompute the posting lists of ``terms`` that are older than ``epoch`` (the lazy step)."""

@@ -120,29 +120,34 @@ class Scoring:
         made, labels[:] = self.decision.decide(self.state.model, top_labels, top_p.tolist())
         return made
 
-    def score_apart(self, docs: list, k: int, exc: Exception) -> tuple[tuple[list, np.ndarray, list], dict[int, str]]:
+    def score_apart(self, valid: list, docs: list, mail: list, k: int,
+                    exc: Exception) -> tuple[tuple[list, np.ndarray, list], list, list, list[DeadLetter]]:
         """The batch's ranking when scoring it together raised: each document scored alone, after the model's
-        derived state (which the failed pass may have left half written) is marked stale. Returns the ranking
-        of the documents that scored and ``{index: why}`` of those that raised again (dead-lettered
-        ``scoring_failed``: a fault of the model, logged with its traceback, that must not stall the partition
-        by failing its batch for ever)."""
+        derived state (which the failed pass may have left half written) is marked stale. Returns the ranking,
+        ``valid`` and ``mail`` of the documents that scored, and the dead letters (``scoring_failed``) of those
+        that raised again: a fault of the model, logged with its traceback, that must not stall the partition by
+        failing its batch for ever."""
         cfg, model = self.config, self.state.model
         log.error("scoring raised; scoring the batch's documents one by one", exc_info=exc,
                   extra={"documents": len(docs)})
         model.invalidate_derived()
-        top_labels, rows, labels, failed = [], [], [], {}
-        for i, doc in enumerate(docs):
+        top_labels, rows, labels, kept, dead = [], [], [], [], []
+        for i, ((record, _), doc) in enumerate(zip(valid, docs)):
             try:
                 names, p, chosen = model.rank_many([doc], k, cfg.label_threshold, cfg.posterior_tolerance)
             except Exception as one:  # noqa: BLE001 - dead-lettered with its reason
                 model.invalidate_derived()
-                failed[i] = f"the model raised while scoring this document: {type(one).__name__}: {one}"[:500]
+                why = f"the model raised while scoring this document: {type(one).__name__}: {one}"[:500]
+                dead.append(DeadLetter(reason=ApplyReason.SCORING_FAILED, detail=why, value=record.value,
+                                       key=record.key, topic=record.topic, partition=record.partition,
+                                       offset=record.offset, headers=record.headers, failed_at=time.time()))
                 continue
+            kept.append(i)
             top_labels += names
             rows.append(p)
             labels += list(chosen)
         top_p = np.concatenate(rows) if rows else np.empty((0, 0))
-        return (top_labels, top_p, labels), failed
+        return (top_labels, top_p, labels), [valid[i] for i in kept], [mail[i] for i in kept], dead
 
     def remember_oversized(self, exc: DeliveryError, valid: list) -> int:
         """Note the records whose outputs failed for their size alone; the batch's next scoring dead-letters them.
@@ -204,14 +209,9 @@ class Scoring:
         if valid:
             try:
                 top_labels, top_p, labels = model.rank_many(docs, k, cfg.label_threshold, cfg.posterior_tolerance)
-            except Exception as exc:  # noqa: BLE001 - a model fault: isolated per document below, never a crash loop
-                (top_labels, top_p, labels), failed = self.score_apart(docs, k, exc)
-                dead += [DeadLetter(reason=ApplyReason.SCORING_FAILED, detail=failed[i], value=record.value,
-                                    key=record.key, topic=record.topic, partition=record.partition,
-                                    offset=record.offset, headers=record.headers)
-                         for i, (record, _) in enumerate(valid) if i in failed]
-                keep = [i for i in range(len(valid)) if i not in failed]
-                valid, mail = [valid[i] for i in keep], [mail[i] for i in keep]
+            except Exception as exc:  # noqa: BLE001 - a model fault: isolated per document, never a crash loop
+                (top_labels, top_p, labels), valid, mail, failed = self.score_apart(valid, docs, mail, k, exc)
+                dead += failed
         else:
             top_labels, top_p, labels = [], np.empty((0, 0)), []
         decisions = None

@@ -150,13 +150,86 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
             relabels[0] = 0
             newest.clear()
 
-    def flush_batch() -> None:
+    def guarded(step: Callable[[], None], culprit: Record | None) -> None:
+        """``step()``; an unexpected exception is a fault of the model (or of this code), raised as
+        :class:`LearnFault` for the caller to recover; Kafka's are retried by the caller."""
         try:
-            flush()
+            step()
         except KafkaTransportError:
-            raise  # the broker's, retried by the caller: not a fault of the model
-        except Exception as exc:  # noqa: BLE001 - a fault of the model: which record of the batch is not known
-            raise LearnFault(None) from exc
+            raise
+        except Exception as exc:  # noqa: BLE001 - see above
+            raise LearnFault(culprit) from exc
+
+    def apply(record: Record, careful: bool) -> None:
+        """One record into the batch, or applied (a correction), or rejected; ``careful``: flushed alone."""
+        try:
+            parsed = parse_train(record.value, limits)
+        except InvalidRecord as exc:
+            events.rejected(record, exc.reason, exc.detail)
+        else:
+            ts = parsed.ts if parsed.ts is not None else (
+                record.timestamp_ms / 1000.0 if record.timestamp_ms is not None else None)
+            doc = parsed.document
+            ahead = guard.ahead(ts) if guard is not None and parsed.op is Op.LEARN else None
+            distinct = too_many_text_terms(model, parsed.text, limits) if parsed.text is not None else None
+            if parsed.raw is not None and ahead is None:  # a message caps its own terms (model/mail, max_terms)
+                doc = Message(parsed.raw)  # an unlearn is by id: the message need not be read
+                if parsed.op is Op.LEARN:  # read here, by the model's own extractor, to report the flags too
+                    read = model.read_message(doc)
+                    events.mail_read(record, read.flags)
+                    doc = read.terms
+            if ahead is not None:  # never let it move the model's clock
+                events.rejected(record, ApplyReason.FUTURE_TIMESTAMP, guard.detail(ts, ahead), parsed.id)
+            elif distinct is not None:
+                events.rejected(record, Reason.TOO_MANY_TERMS,
+                                f"text has {distinct} distinct terms, limit {limits.max_terms}", parsed.id)
+            elif parsed.op is Op.LEARN:
+                behind = None
+                if clocks and ts is not None:
+                    if pending and half_lives_behind(clocks, ts, newest[0] if newest else None) is not None:
+                        flush()  # judged against the model's real time and documents: the pending may change both
+                    behind = half_lives_behind(clocks, ts)
+                    if behind is not None and parsed.id in model:
+                        behind = None  # a relearn: the model decides (same labels: nothing; others: replaced)
+                try:  # refuse before batching: a batch must not fail midway
+                    classes = frozenset(model.check_labels(parsed.labels))
+                except ValueError as exc:
+                    events.rejected(record, ApplyReason.MODEL_REJECTED, str(exc), parsed.id)
+                else:
+                    if behind is not None:
+                        events.rejected(record, ApplyReason.PAST_TIMESTAMP, past_detail(ts, behind), parsed.id)
+                    else:
+                        held = pending_classes.get(parsed.id) or model.learned_classes(parsed.id)
+                        if held is not None and held != classes:  # a correction: the old labels are unlearned
+                            relabels[0] += 1
+                        pending_classes[parsed.id] = classes
+                        pending.append((doc, parsed.labels, ts, parsed.id))
+                        events.feedback(parsed.id, parsed.labels)
+                        if ts is not None and (not newest or ts > newest[0]):
+                            newest[:] = [ts]
+            else:
+                flush()  # corrections apply exactly where they are in the log
+                if parsed.op is Op.FORGET:
+                    if model.forget(parsed.id):
+                        events.unlearned("forget")
+                    else:
+                        events.rejected(record, ApplyReason.UNKNOWN_ID, f"forget of {parsed.id!r}: not in the model",
+                                        parsed.id)
+                else:
+                    try:
+                        done = model.unlearn_one(doc, parsed.labels, ts=ts, id=parsed.id)
+                    except LearnGuardError as exc:
+                        events.rejected(record, ApplyReason.UNLEARN_MISMATCH, str(exc), parsed.id)
+                    except ValueError as exc:
+                        events.rejected(record, ApplyReason.MODEL_REJECTED, str(exc), parsed.id)
+                    else:
+                        if done:
+                            events.unlearned("unlearn")
+                        else:
+                            events.rejected(record, ApplyReason.UNKNOWN_ID,
+                                            f"unlearn of {parsed.id!r}: not in the model", parsed.id)
+        if careful:
+            flush()
 
     for record in records:
         partition = record.partition
@@ -167,88 +240,14 @@ def apply_in_log_order(model: GenerativeTextModel, records: list[Record], offset
             events.gap(record, expected)
         why = events.quarantined(record)
         if why is not None:  # it made the model raise alone before (Training.recover): never applied
-            flush_batch()
+            guarded(flush, None)
             events.rejected(record, ApplyReason.LEARN_FAILED, why)
-            offsets[partition] = record.offset + 1
-            events.advanced(record)
-            continue
-        careful = events.careful(record)
-        try:
-            try:
-                parsed = parse_train(record.value, limits)
-            except InvalidRecord as exc:
-                events.rejected(record, exc.reason, exc.detail)
-            else:
-                ts = parsed.ts if parsed.ts is not None else (
-                    record.timestamp_ms / 1000.0 if record.timestamp_ms is not None else None)
-                doc = parsed.document
-                ahead = guard.ahead(ts) if guard is not None and parsed.op is Op.LEARN else None
-                distinct = too_many_text_terms(model, parsed.text, limits) if parsed.text is not None else None
-                if parsed.raw is not None and ahead is None:  # a message caps its own terms (model/mail, max_terms)
-                    doc = Message(parsed.raw)  # an unlearn is by id: the message need not be read
-                    if parsed.op is Op.LEARN:  # read here, by the model's own extractor, to report the flags too
-                        read = model.read_message(doc)
-                        events.mail_read(record, read.flags)
-                        doc = read.terms
-                if ahead is not None:  # never let it move the model's clock
-                    events.rejected(record, ApplyReason.FUTURE_TIMESTAMP, guard.detail(ts, ahead), parsed.id)
-                elif distinct is not None:
-                    events.rejected(record, Reason.TOO_MANY_TERMS,
-                                    f"text has {distinct} distinct terms, limit {limits.max_terms}", parsed.id)
-                elif parsed.op is Op.LEARN:
-                    behind = None
-                    if clocks and ts is not None:
-                        if pending and half_lives_behind(clocks, ts, newest[0] if newest else None) is not None:
-                            flush()  # judged against the model's real time and documents: the pending may change both
-                        behind = half_lives_behind(clocks, ts)
-                        if behind is not None and parsed.id in model:
-                            behind = None  # a relearn: the model decides (same labels: nothing; others: replaced)
-                    try:  # refuse before batching: a batch must not fail midway
-                        classes = frozenset(model.check_labels(parsed.labels))
-                    except ValueError as exc:
-                        events.rejected(record, ApplyReason.MODEL_REJECTED, str(exc), parsed.id)
-                    else:
-                        if behind is not None:
-                            events.rejected(record, ApplyReason.PAST_TIMESTAMP, past_detail(ts, behind), parsed.id)
-                        else:
-                            held = pending_classes.get(parsed.id) or model.learned_classes(parsed.id)
-                            if held is not None and held != classes:  # a correction: the old labels are unlearned
-                                relabels[0] += 1
-                            pending_classes[parsed.id] = classes
-                            pending.append((doc, parsed.labels, ts, parsed.id))
-                            events.feedback(parsed.id, parsed.labels)
-                            if ts is not None and (not newest or ts > newest[0]):
-                                newest[:] = [ts]
-                else:
-                    flush()  # corrections apply exactly where they are in the log
-                    if parsed.op is Op.FORGET:
-                        if model.forget(parsed.id):
-                            events.unlearned("forget")
-                        else:
-                            events.rejected(record, ApplyReason.UNKNOWN_ID, f"forget of {parsed.id!r}: not in the model",
-                                            parsed.id)
-                    else:
-                        try:
-                            done = model.unlearn_one(doc, parsed.labels, ts=ts, id=parsed.id)
-                        except LearnGuardError as exc:
-                            events.rejected(record, ApplyReason.UNLEARN_MISMATCH, str(exc), parsed.id)
-                        except ValueError as exc:
-                            events.rejected(record, ApplyReason.MODEL_REJECTED, str(exc), parsed.id)
-                        else:
-                            if done:
-                                events.unlearned("unlearn")
-                            else:
-                                events.rejected(record, ApplyReason.UNKNOWN_ID,
-                                                f"unlearn of {parsed.id!r}: not in the model", parsed.id)
-            if careful:  # applied alone: a fault is this record's
-                flush()
-        except KafkaTransportError:
-            raise  # the broker's (e.g. reading a gap's log start), retried by the caller
-        except Exception as exc:  # noqa: BLE001 - a fault of the model (or of this code): the caller recovers
-            raise LearnFault(record if careful else None) from exc
+        else:
+            careful = events.careful(record)  # applied alone: a fault is this record's
+            guarded(lambda: apply(record, careful), record if careful else None)
         offsets[partition] = record.offset + 1
         events.advanced(record)
-    flush_batch()
+    guarded(flush, None)  # which record of the batch raised is not known
 
 
 class Training(TrainingEvents):

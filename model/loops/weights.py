@@ -146,11 +146,11 @@ def posting_ratios(terms, computed_at, epoch, starts, lengths, cls, count, scale
 
 
 @njit(cache=True, nogil=True)
-def store_weights(ratio, position, n, take_log, weight):  # pragma: no cover - compiled
-    """``weight[position[k]] = max(log1p(ratio[k]), 0)`` (``take_log``) or ``max(ratio[k], 0)`` (logs already taken).
-
-    A fully discounted entry adds nothing (the max guards -0.0 and round-off).
+def store_weights(log_ratio, position, n, weight):  # pragma: no cover - compiled
+    """``weight[position[k]] = max(log_ratio[k], 0)``: the ``log1p`` of the ratios is numpy's, taken before
+    (:meth:`model.postings.PostingCache.store`). A fully discounted entry adds nothing (the max guards -0.0 and
+    round-off).
     """
     for k in range(n):
-        w = np.log1p(ratio[k]) if take_log else ratio[k]
+        w = log_ratio[k]
         weight[position[k]] = w if w > 0.0 else 0.0

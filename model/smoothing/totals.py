@@ -198,18 +198,12 @@ class HistogramTotals(_Follower):
         garbage = self.meta[1] > 4 * self.live_cells + 4096
         if changed is None or garbage or not histogram_update(changed, *entries, *tables):
             self._rebuild(state)
-        out, out_lo = np.zeros(max(n, 1)), np.zeros(max(n, 1))
-        spill = SPILL.reserve(int(self.meta[1]))
+        totals = ExactArray(max(n, 1))  # exact: the same sum whatever the cells' order
         histogram_totals(self.meta[0], self.meta[1], self.value_of, self.cell_class, self.cell_value, self.cell_mult,
-                         self.kind, delta, scale, out, out_lo, *spill)
+                         self.kind, delta, scale, totals.hi, totals.lo, *SPILL.reserve(int(self.meta[1])))
+        totals.take_spill(SPILL)
         self.live_cells = int(np.count_nonzero(self.cell_mult[: self.meta[1]]))
-        residuals: dict[int, list[float]] = {}
-        for label, r in zip(spill[0][: int(spill[2][0])].tolist(), spill[1][: int(spill[2][0])].tolist()):
-            residuals.setdefault(label, []).append(r)
-        total = out + out_lo  # the exact sum rounded once: the same whatever the cells' order
-        for label, extra in residuals.items():
-            total[label] = math.fsum([out[label], out_lo[label], *extra])
-        return total[:n]
+        return totals.get(slice(0, n))
 
     def _rebuild(self, state: "CountState") -> None:
         """Every live entry into fresh tables, sized for what the state holds."""
